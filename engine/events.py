@@ -1,0 +1,236 @@
+"""The event protocol of DESIGN.md section 4 as typed dataclasses.
+
+Each event knows its ``channel`` and produces exactly the documented payload with
+``to_dict()``. The web layer stores and forwards these dicts untouched, so the SSE API,
+the event log and the websocket renderer all speak one schema.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+__all__ = [
+    "AgentEvent",
+    "AnswerDelta",
+    "AnswerDone",
+    "AnswerSignal",
+    "AnswerStart",
+    "Compact",
+    "Done",
+    "ErrorEvent",
+    "Inject",
+    "IterationDone",
+    "IterationStart",
+    "Phase",
+    "ThinkingDone",
+    "ThinkingStart",
+    "event_from_dict",
+]
+
+
+class AgentEvent:
+    channel: ClassVar[str]
+
+    def to_dict(self) -> dict[str, Any]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+@dataclass
+class ThinkingStart(AgentEvent):
+    iteration: int
+    channel: ClassVar[str] = "step"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "thinking", "status": "start", "iteration": self.iteration}
+
+
+@dataclass
+class ThinkingDone(AgentEvent):
+    iteration: int
+    reasoning: str
+    channel: ClassVar[str] = "step"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "thinking",
+            "status": "done",
+            "iteration": self.iteration,
+            "reasoning": self.reasoning,
+        }
+
+
+@dataclass
+class IterationStart(AgentEvent):
+    iteration: int
+    tool_name: str
+    tool_args: dict[str, Any]
+    channel: ClassVar[str] = "step"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "iteration",
+            "status": "start",
+            "iteration": self.iteration,
+            "tool_name": self.tool_name,
+            "tool_args": self.tool_args,
+        }
+
+
+@dataclass
+class IterationDone(AgentEvent):
+    iteration: int
+    tool_name: str
+    observation: str
+    error: str | None
+    iter_elapsed: float
+    channel: ClassVar[str] = "step"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "iteration",
+            "status": "done",
+            "iteration": self.iteration,
+            "tool_name": self.tool_name,
+            "observation": self.observation,
+            "error": self.error,
+            "iter_elapsed": round(self.iter_elapsed, 4),
+        }
+
+
+@dataclass
+class AnswerSignal(AgentEvent):
+    channel: ClassVar[str] = "step"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "answer", "status": "start"}
+
+
+@dataclass
+class AnswerStart(AgentEvent):
+    channel: ClassVar[str] = "answer"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": "start"}
+
+
+@dataclass
+class AnswerDelta(AgentEvent):
+    content: str
+    channel: ClassVar[str] = "answer"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": "delta", "content": self.content}
+
+
+@dataclass
+class AnswerDone(AgentEvent):
+    channel: ClassVar[str] = "answer"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": "done"}
+
+
+@dataclass
+class Compact(AgentEvent):
+    original_messages: int
+    kept_messages: int
+    channel: ClassVar[str] = "compact"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"original_messages": self.original_messages, "kept_messages": self.kept_messages}
+
+
+@dataclass
+class Phase(AgentEvent):
+    phase: str
+    extra: dict[str, Any] = field(default_factory=dict)
+    channel: ClassVar[str] = "phase"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"phase": self.phase, **self.extra}
+
+
+@dataclass
+class Inject(AgentEvent):
+    content: str
+    channel: ClassVar[str] = "inject"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "inject", "content": self.content}
+
+
+@dataclass
+class Done(AgentEvent):
+    answer: str
+    iterations: int
+    usage: dict[str, int]
+    elapsed: float
+    channel: ClassVar[str] = "done"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "answer": self.answer,
+            "iterations": self.iterations,
+            "usage": self.usage,
+            "elapsed": round(self.elapsed, 4),
+        }
+
+
+@dataclass
+class ErrorEvent(AgentEvent):
+    """Not emitted by the loop itself: the web layer's report of a failed run."""
+
+    message: str
+    status: str = "failed"
+    channel: ClassVar[str] = "error"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"message": self.message, "status": self.status}
+
+
+def event_from_dict(channel: str, payload: dict[str, Any]) -> AgentEvent:
+    """Rebuild a typed event from a stored (channel, payload) pair."""
+    kind, status = payload.get("type"), payload.get("status")
+    if channel == "step":
+        if kind == "thinking":
+            if status == "start":
+                return ThinkingStart(payload["iteration"])
+            return ThinkingDone(payload["iteration"], payload.get("reasoning", ""))
+        if kind == "iteration":
+            if status == "start":
+                return IterationStart(
+                    payload["iteration"], payload["tool_name"], payload.get("tool_args", {})
+                )
+            return IterationDone(
+                payload["iteration"],
+                payload["tool_name"],
+                payload.get("observation", ""),
+                payload.get("error"),
+                payload.get("iter_elapsed", 0.0),
+            )
+        if kind == "answer":
+            return AnswerSignal()
+    if channel == "answer":
+        if status == "start":
+            return AnswerStart()
+        if status == "delta":
+            return AnswerDelta(payload.get("content", ""))
+        return AnswerDone()
+    if channel == "compact":
+        return Compact(payload["original_messages"], payload["kept_messages"])
+    if channel == "phase":
+        extra = {k: v for k, v in payload.items() if k != "phase"}
+        return Phase(payload["phase"], extra)
+    if channel == "inject":
+        return Inject(payload.get("content", ""))
+    if channel == "done":
+        return Done(
+            payload.get("answer", ""),
+            payload.get("iterations", 0),
+            payload.get("usage", {}),
+            payload.get("elapsed", 0.0),
+        )
+    if channel == "error":
+        return ErrorEvent(payload.get("message", ""), payload.get("status", "failed"))
+    raise ValueError(f"unknown event channel/payload: {channel!r} {payload!r}")

@@ -1,0 +1,1 @@
+"""LLM providers behind one protocol (see :mod:`engine.llm.base`)."""

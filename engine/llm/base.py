@@ -1,0 +1,136 @@
+"""The LLM provider protocol, its response types and the one exception tree.
+
+Every provider (OpenAI-compatible HTTP, the scripted test double, future native SDKs)
+implements :class:`LLM`. Errors are mapped onto the tree below so the agent can decide
+what to retry and what to show, whatever the upstream server said.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from engine.messages import ChatMessage, ToolCall, Usage
+
+__all__ = [
+    "ABILITY_NAMES",
+    "LLM",
+    "AuthenticationError",
+    "BadRequestError",
+    "ChatDelta",
+    "ChatResponse",
+    "ContextOverflowError",
+    "LLMError",
+    "LLMTimeoutError",
+    "RateLimitError",
+    "UnavailableError",
+    "Usage",
+    "default_abilities",
+]
+
+ABILITY_NAMES = ("tool_call", "json_mode", "tool_choice", "streaming", "vision", "json_schema")
+
+
+def default_abilities(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Conservative abilities: plain chat with streaming, nothing else assumed."""
+    abilities: dict[str, Any] = {
+        "tool_call": False,
+        "json_mode": False,
+        "tool_choice": True,
+        "streaming": True,
+        "vision": False,
+        "json_schema": False,
+    }
+    abilities.update(overrides or {})
+    return abilities
+
+
+@dataclass
+class ChatResponse:
+    """A complete (non-streamed) reply."""
+
+    content: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    reasoning_content: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str | None = None
+
+
+@dataclass
+class ChatDelta:
+    """One streamed fragment. ``tool_calls`` is set only on the final delta, assembled."""
+
+    content: str = ""
+    reasoning_content: str = ""
+    tool_calls: list[ToolCall] | None = None
+    usage: Usage | None = None
+    finish_reason: str | None = None
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """What the agent needs from a chat model."""
+
+    abilities: dict[str, Any]
+
+    async def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: Any = None,
+        response_format: dict[str, Any] | None = None,
+        **opts: Any,
+    ) -> ChatResponse: ...
+
+    def stream_chat(
+        self, messages: Sequence[ChatMessage], **opts: Any
+    ) -> AsyncIterator[ChatDelta]: ...
+
+
+class LLMError(Exception):
+    """Base of every provider error. ``retryable`` tells the caller a retry may succeed."""
+
+    retryable: bool = False
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status_code = status_code
+
+
+class AuthenticationError(LLMError):
+    """401/403: wrong or missing API key. Never retried."""
+
+
+class RateLimitError(LLMError):
+    """429: slow down; ``retry_after`` seconds if the server said so."""
+
+    retryable = True
+
+    def __init__(
+        self, message: str, *, status_code: int | None = 429, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, status_code=status_code)
+        self.retry_after = retry_after
+
+
+class BadRequestError(LLMError):
+    """400/404/422: the request itself is wrong (e.g. forced tool_choice unsupported)."""
+
+
+class ContextOverflowError(BadRequestError):
+    """The prompt exceeds the model's context window."""
+
+
+class UnavailableError(LLMError):
+    """5xx or connection failure: the server is down or overloaded."""
+
+    retryable = True
+
+
+class LLMTimeoutError(LLMError):
+    """The request took longer than the configured timeout."""
+
+    retryable = True
