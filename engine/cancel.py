@@ -8,6 +8,7 @@ the inner task, so httpx closes the upstream connection.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Awaitable
 from typing import TypeVar
@@ -38,10 +39,8 @@ class CancelToken:
         for loop, event in waiters:
             if loop.is_closed():
                 continue
-            try:
+            with contextlib.suppress(RuntimeError):  # loop closed since the check
                 loop.call_soon_threadsafe(event.set)
-            except RuntimeError:  # loop closed between the check and the call
-                pass
 
     def raise_if_cancelled(self) -> None:
         if self.cancelled:
@@ -80,8 +79,6 @@ async def run_cancellable(awaitable: Awaitable[T], token: CancelToken | None) ->
         waiter.cancel()
         return work.result()
     work.cancel()
-    try:
+    with contextlib.suppress(asyncio.CancelledError, Exception):  # result discarded
         await work
-    except (asyncio.CancelledError, Exception):  # noqa: S110 - result is discarded on cancel
-        pass
     raise CancelledRun("cancelled")
