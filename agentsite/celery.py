@@ -1,0 +1,17 @@
+"""Celery application for team mode (``REDIS_URL`` set).
+
+Without Redis the broker is in-memory and tasks run eagerly; the chat itself then runs on
+the ASGI server's event loop instead (see conversations.launcher).
+"""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
+
+app = Celery("agentsite")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

@@ -1,0 +1,32 @@
+"""Create the first superuser when none exists and print its credentials once.
+
+The password is generated, printed to the terminal and stored nowhere else in plain text.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Create a first superuser (username 'admin' by default) if there is none."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--username", default="admin")
+
+    def handle(self, *args, username: str, **options) -> None:
+        user_model = get_user_model()
+        if user_model.objects.filter(is_superuser=True).exists():
+            self.stdout.write("A superuser already exists; not creating another.")
+            return
+        password = secrets.token_urlsafe(12)
+        user_model.objects.create_superuser(username=username, email="", password=password)
+        bar = "=" * 60
+        self.stdout.write(
+            f"{bar}\nFirst admin account created (shown only this once):\n"
+            f"  username: {username}\n  password: {password}\n"
+            f"Log in at http://127.0.0.1:8000/ (admin at /admin/).\n{bar}"
+        )

@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+from django.contrib import admin
+
+from conversations.models import Conversation, Message, Run, RunEvent
+
+
+class MessageInline(admin.TabularInline):
+    model = Message
+    extra = 0
+    fields = ("seq", "role", "kind", "content", "pinned", "created_at")
+    readonly_fields = fields
+    can_delete = False
+
+
+@admin.register(Conversation)
+class ConversationAdmin(admin.ModelAdmin):
+    list_display = ("__str__", "owner", "model", "archived", "updated_at")
+    list_filter = ("archived",)
+    search_fields = ("title", "owner__username")
+    raw_id_fields = ("owner",)
+    inlines = [MessageInline]
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = ("id", "conversation", "status", "iterations", "elapsed", "created_at")
+    list_filter = ("status",)
+    raw_id_fields = ("conversation", "trigger_message")
+
+
+@admin.register(RunEvent)
+class RunEventAdmin(admin.ModelAdmin):
+    list_display = ("id", "conversation", "run", "seq", "channel")
+    list_filter = ("channel",)
+    raw_id_fields = ("conversation", "run")

@@ -1,0 +1,10 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class ConversationsConfig(AppConfig):
+    """Conversations, agent runs and their event log."""
+
+    name = "conversations"
+    verbose_name = "Conversations"

@@ -1,0 +1,132 @@
+"""Conversations, their messages, agent runs and the durable event log.
+
+Business rules live in :mod:`conversations.services`; these classes only describe rows.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Conversation(models.Model):
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
+    )
+    title = models.CharField(max_length=200, blank=True)
+    model = models.ForeignKey(
+        "llms.LLMModel",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="conversations",
+    )
+    archived = models.BooleanField(default=False)
+    # Counters used to hand out per-conversation sequence numbers under a row lock.
+    last_message_seq = models.PositiveIntegerField(default=0)
+    last_event_seq = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+        indexes = [models.Index(fields=["owner", "archived", "-updated_at"])]
+
+    def __str__(self) -> str:
+        return self.title or f"Conversation {self.pk}"
+
+
+class Message(models.Model):
+    class Role(models.TextChoices):
+        USER = "user"
+        ASSISTANT = "assistant"
+        SYSTEM = "system"
+
+    class Kind(models.TextChoices):
+        CHAT = "chat"
+        INJECT = "inject"
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="messages"
+    )
+    seq = models.PositiveIntegerField()
+    role = models.CharField(max_length=16, choices=Role.choices)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.CHAT)
+    content = models.TextField()
+    pinned = models.BooleanField(default=False)
+    reasoning = models.TextField(blank=True)
+    usage = models.JSONField(default=dict, blank=True)
+    run = models.ForeignKey(
+        "Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"
+    )
+    # For follow-ups sent during a run: when the worker picked it up (null = pending).
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["conversation", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "seq"], name="message_seq_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.role}#{self.seq}: {self.content[:40]}"
+
+
+class Run(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+        PAUSED = "paused"
+
+    ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING)
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="runs")
+    trigger_message = models.ForeignKey(
+        Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    iterations = models.PositiveIntegerField(default=0)
+    usage = models.JSONField(default=dict, blank=True)
+    elapsed = models.FloatField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    task_id = models.CharField(max_length=64, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["conversation", "status"])]
+
+    def __str__(self) -> str:
+        return f"Run {self.pk} ({self.status})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in self.ACTIVE_STATUSES
+
+
+class RunEvent(models.Model):
+    """One event of the protocol (DESIGN.md section 4), in conversation-wide order."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveBigIntegerField()
+    channel = models.CharField(max_length=16)
+    payload = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["conversation", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "seq"], name="event_seq_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.channel}#{self.seq}"

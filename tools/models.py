@@ -1,0 +1,3 @@
+"""Models of the tools app."""
+
+from __future__ import annotations
