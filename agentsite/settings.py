@@ -21,6 +21,7 @@ VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = env.bool("DEBUG", default=False)
 SECRET_KEY = env.str("SECRET_KEY", default="") or load_or_create_dev_secret(VAR_DIR / "secret_key")
+ENCRYPTION_KEYS = env.list("ENCRYPTION_KEYS", default=[])
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 

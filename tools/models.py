@@ -1,3 +1,0 @@
-"""Models of the tools app."""
-
-from __future__ import annotations
