@@ -17,7 +17,9 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from conversations.routing import websocket_urlpatterns  # noqa: E402
 
-application = ProtocolTypeRouter(
+from conversations import launcher  # noqa: E402
+
+router = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         "websocket": AllowedHostsOriginValidator(
@@ -25,3 +27,10 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+
+
+async def application(scope, receive, send):
+    """Bind this server's loop for embedded runs, then route."""
+    if scope["type"] != "lifespan":
+        launcher.bind_loop()
+    await router(scope, receive, send)

@@ -1,15 +1,20 @@
-"""Websocket consumer: pushes a conversation's rendered events to its owner."""
+"""Websocket consumer: pushes a conversation's rendered events to its owner.
+
+Connect: authenticate, check ownership, join the group, catch up, ``accept()`` last.
+Catch-up re-renders every run that changed after the page's last event (``?after=N``) as
+one idempotent block; live frames at or below the caught-up sequence are dropped, so a
+reconnect never loses or doubles anything.
+"""
 
 from __future__ import annotations
+
+from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from conversations import selectors
-
-
-def conversation_group(conversation_id: int) -> str:
-    return f"conversation.{conversation_id}"
+from conversations.publisher import conversation_group
 
 
 class ConversationConsumer(AsyncWebsocketConsumer):
@@ -25,8 +30,30 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             return
         self.group = conversation_group(self.conversation_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
+        after = _after(self.scope)
+        frames, self.last_seq = await database_sync_to_async(selectors.catch_up_frames)(
+            conversation_id=self.conversation_id, after_seq=after
+        )
         await self.accept()
+        for html in frames:
+            await self.send(text_data=html)
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def run_event(self, message: dict) -> None:
+        """A live event from the publisher: forward its pre-rendered frame once."""
+        if message["seq"] <= self.last_seq:
+            return
+        self.last_seq = message["seq"]
+        if message.get("html"):
+            await self.send(text_data=message["html"])
+
+
+def _after(scope) -> int:
+    query = parse_qs(scope.get("query_string", b"").decode())
+    try:
+        return max(0, int(query.get("after", ["0"])[0]))
+    except ValueError:
+        return 0

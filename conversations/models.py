@@ -130,3 +130,32 @@ class RunEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.channel}#{self.seq}"
+
+
+class APIToken(models.Model):
+    """A personal API token. Only its SHA-256 is stored: the plaintext is shown once.
+
+    ``prefix`` (the token's first characters) lets the owner tell tokens apart in the UI
+    without the database holding anything that authenticates.
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=8, db_index=True)
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "API token"
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None

@@ -26,3 +26,126 @@ def conversation_owned_by(*, user_id: int | None, conversation_id: int) -> bool:
     if not user_id:
         return False
     return Conversation.objects.filter(pk=conversation_id, owner_id=user_id).exists()
+
+
+def message_get(*, user, message_id: int):
+    from conversations.models import Message
+
+    return get_object_or_404(Message, pk=message_id, conversation__owner=user)
+
+
+def run_get(*, user, run_id: int):
+    from conversations.models import Run
+
+    return get_object_or_404(Run, pk=run_id, conversation__owner=user)
+
+
+def conversation_timeline(*, conversation: Conversation) -> dict:
+    """Everything the chat page shows, in order, with each run's rendered state.
+
+    Finished runs replay only their non-answer events (the answer is the saved message);
+    an active run also replays its answer deltas and the unflushed tail.
+    """
+    from conversations import eventlog
+    from conversations.models import Message, Run, RunEvent
+    from conversations.publisher import run_inject_ids
+    from conversations.rendering import build_run_view
+
+    messages = list(conversation.messages.order_by("seq"))
+    runs = list(conversation.runs.order_by("created_at", "id"))
+    events_by_run: dict[int, list] = {run.pk: [] for run in runs}
+    active_ids = {run.pk for run in runs if run.is_active}
+    rows = RunEvent.objects.filter(conversation=conversation).order_by("seq")
+    rows = rows.filter(Q(run_id__in=active_ids) | ~Q(channel="answer"))
+    for seq, run_id, channel, payload in rows.values_list("seq", "run_id", "channel", "payload"):
+        events_by_run.setdefault(run_id, []).append((seq, channel, payload))
+    last_seq = conversation.last_event_seq
+    if active_ids:
+        seen = {seq for evs in events_by_run.values() for seq, _, _ in evs}
+        for seq, run_id, channel, payload in eventlog.tail_get(conversation.pk):
+            if seq not in seen and run_id in events_by_run:
+                events_by_run[run_id].append((seq, channel, payload))
+            last_seq = max(last_seq, seq)
+    answers = {m.run_id: m for m in messages if m.role == Message.Role.ASSISTANT and m.run_id}
+    items: list[dict] = []
+    run_by_trigger = {run.trigger_message_id: run for run in runs}
+    placed: set[int] = set()
+    for message in messages:
+        if message.role == Message.Role.USER and message.kind == Message.Kind.CHAT:
+            items.append({"kind": "message", "message": message})
+        run = run_by_trigger.get(message.pk)
+        if run is not None:
+            items.append(
+                _run_item(run, events_by_run, answers, messages, build_run_view, run_inject_ids)
+            )
+            placed.add(run.pk)
+    for run in runs:  # runs whose trigger message is gone
+        if run.pk not in placed:
+            items.append(
+                _run_item(run, events_by_run, answers, messages, build_run_view, run_inject_ids)
+            )
+    active = next((run for run in reversed(runs) if run.status in Run.ACTIVE_STATUSES), None)
+    return {"items": items, "last_seq": last_seq, "active_run": active}
+
+
+def _run_item(run, events_by_run, answers, messages, build_run_view, run_inject_ids) -> dict:
+    events = sorted(events_by_run.get(run.pk, []), key=lambda e: e[0])
+    view = build_run_view(run.pk, events, run_inject_ids(run.pk))
+    answer = answers.get(run.pk)
+    if answer is not None:
+        view.answer_text = answer.content
+        view.assistant_message = answer
+    if not run.is_active and not view.finished:
+        # Finished without a terminal event (e.g. refused by quota before starting).
+        if run.status == run.Status.SUCCEEDED:
+            view.done = {
+                "iterations": run.iterations,
+                "usage": run.usage,
+                "elapsed": run.elapsed or 0,
+            }
+        else:
+            view.error = {"message": run.error or run.get_status_display(), "status": run.status}
+    pending = [
+        _PendingInject(m)
+        for m in messages
+        if m.run_id == run.pk and m.kind == m.Kind.INJECT and m.delivered_at is None
+    ]
+    return {"kind": "run", "run": run, "view": view, "pending_injects": pending}
+
+
+class _PendingInject:
+    """Adapter so the template renders an undelivered follow-up like an inject item."""
+
+    def __init__(self, message) -> None:
+        from conversations.rendering import StepItem
+
+        self.as_inject_item = StepItem(
+            kind="inject", text=message.content, dom_id=f"inject-{message.pk}",
+            extra={"delivered": False},
+        )  # fmt: skip
+
+
+def catch_up_frames(*, conversation_id: int, after_seq: int) -> tuple[list[str], int]:
+    """Frames re-rendering every run with events after ``after_seq``; and the seq reached."""
+    from conversations import eventlog
+    from conversations.models import Run
+    from conversations.publisher import run_inject_ids
+    from conversations.rendering import build_run_view, render_run_block
+
+    newer = eventlog.events_after(conversation_id, after_seq)
+    if not newer:
+        return [], after_seq
+    last_seq = newer[-1][0]
+    frames = []
+    for run_id in dict.fromkeys(entry[1] for entry in newer):
+        run = Run.objects.get(pk=run_id)
+        events = [
+            (s, c, p) for s, _r, c, p in eventlog.events_after(conversation_id, 0, run_id=run_id)
+        ]
+        view = build_run_view(run_id, events, run_inject_ids(run_id))
+        answer = run.messages.filter(role="assistant").order_by("-seq").first()
+        if answer is not None:
+            view.answer_text = answer.content
+            view.assistant_message = answer
+        frames.append(render_run_block(view, run, oob=True))
+    return frames, last_seq

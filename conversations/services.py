@@ -1,9 +1,251 @@
-"""Write-side business logic for conversations (HackSoft style: keyword-only services)."""
+"""Write-side business logic for conversations (HackSoft style: keyword-only services).
+
+Every user message is saved before any other work starts. Runs are launched only after
+the transaction commits (``transaction.on_commit``), so a worker never sees a run whose
+trigger message is not yet visible.
+"""
 
 from __future__ import annotations
 
-from conversations.models import Conversation
+import logging
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from agentsite.errors import ApplicationError
+from conversations.models import Conversation, Message, Run
+
+logger = logging.getLogger(__name__)
+
+TITLE_MAX_CHARS = 60
+STALE_HEARTBEAT = timedelta(seconds=getattr(settings, "AGENTSITE_RUN_STALE_SECONDS", 90))
+
+
+def message_max_chars() -> int:
+    return int(getattr(settings, "AGENTSITE_MESSAGE_MAX_CHARS", 100_000))
 
 
 def conversation_create(*, owner, title: str = "", model=None) -> Conversation:
+    if model is None:
+        model = _default_model_for(owner)
     return Conversation.objects.create(owner=owner, title=title.strip()[:200], model=model)
+
+
+def _default_model_for(user):
+    from llms.selectors import default_model_for_user
+
+    return default_model_for_user(user=user)
+
+
+def conversation_rename(*, conversation: Conversation, title: str) -> Conversation:
+    title = title.strip()
+    if not title:
+        raise ApplicationError("A title cannot be empty.", extra={"title": ["Required."]})
+    conversation.title = title[:200]
+    conversation.save(update_fields=["title", "updated_at"])
+    return conversation
+
+
+def conversation_archive(*, conversation: Conversation, archived: bool = True) -> Conversation:
+    conversation.archived = archived
+    conversation.save(update_fields=["archived", "updated_at"])
+    return conversation
+
+
+def conversation_delete(*, conversation: Conversation) -> None:
+    for run in conversation.runs.filter(status__in=Run.ACTIVE_STATUSES):
+        run_cancel(run=run)
+    conversation.delete()
+
+
+def conversation_set_model(
+    *, conversation: Conversation, user, model_id: int | str
+) -> Conversation:
+    """Switch the conversation's model; refuses models this user may not use."""
+    from llms.selectors import model_get_for_user
+
+    conversation.model = model_get_for_user(user=user, model_id=model_id)
+    conversation.save(update_fields=["model", "updated_at"])
+    return conversation
+
+
+def _next_message_seq(conversation_id: int) -> int:
+    """Allocate the next per-conversation message number under a row lock."""
+    Conversation.objects.filter(pk=conversation_id).update(
+        last_message_seq=F("last_message_seq") + 1, updated_at=timezone.now()
+    )
+    return Conversation.objects.values_list("last_message_seq", flat=True).get(pk=conversation_id)
+
+
+def message_create(
+    *,
+    conversation: Conversation,
+    role: str,
+    content: str,
+    kind: str = Message.Kind.CHAT,
+    run: Run | None = None,
+    pinned: bool = False,
+    reasoning: str = "",
+    usage: dict[str, Any] | None = None,
+) -> Message:
+    with transaction.atomic():
+        seq = _next_message_seq(conversation.pk)
+        return Message.objects.create(
+            conversation=conversation,
+            seq=seq,
+            role=role,
+            kind=kind,
+            content=content,
+            run=run,
+            pinned=pinned,
+            reasoning=reasoning,
+            usage=usage or {},
+        )
+
+
+def active_run(*, conversation: Conversation) -> Run | None:
+    return conversation.runs.filter(status__in=Run.ACTIVE_STATUSES).order_by("-created_at").first()
+
+
+def message_post(*, conversation: Conversation, user, content: str) -> tuple[Message, Run, bool]:
+    """Save the user's message, then start a run or inject it into the active one.
+
+    Returns ``(message, run, injected)``.
+    """
+    content = (content or "").strip()
+    if not content:
+        raise ApplicationError("Type a message first.", extra={"content": ["Required."]})
+    limit = message_max_chars()
+    if len(content) > limit:
+        raise ApplicationError(
+            f"The message is too long ({len(content):,} characters; the limit is {limit:,}).",
+            code="too_large",
+            extra={"content": [f"At most {limit} characters."]},
+        )
+    run_sweep_stale(conversation=conversation)
+    with transaction.atomic():
+        # Lock the conversation so two posts cannot both start a run.
+        Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
+        current = active_run(conversation=conversation)
+        if current is not None:
+            message = message_create(
+                conversation=conversation,
+                role=Message.Role.USER,
+                content=content,
+                kind=Message.Kind.INJECT,
+                run=current,
+                pinned=True,
+            )
+            return message, current, True
+        message = message_create(
+            conversation=conversation, role=Message.Role.USER, content=content, pinned=False
+        )
+        if not conversation.title:
+            conversation.title = _title_from(content)
+            conversation.save(update_fields=["title", "updated_at"])
+        refusal = _quota_refusal(user)
+        run = Run.objects.create(conversation=conversation, trigger_message=message)
+        message.run = run
+        message.save(update_fields=["run"])
+        if refusal:
+            # The message stays saved; the run is recorded as refused so the user sees why.
+            run.status = Run.Status.FAILED
+            run.error = refusal
+            run.finished_at = timezone.now()
+            run.save(update_fields=["status", "error", "finished_at"])
+        else:
+            transaction.on_commit(lambda: _launch(run.pk))
+    return message, run, False
+
+
+def _quota_refusal(user) -> str:
+    """The quota's refusal message, or "" when the user may start a run."""
+    from llms.services import quota_check
+
+    try:
+        quota_check(user=user)
+    except ApplicationError as exc:
+        return exc.message
+    return ""
+
+
+def _title_from(content: str) -> str:
+    line = " ".join(content.split())
+    return line if len(line) <= TITLE_MAX_CHARS else line[: TITLE_MAX_CHARS - 1] + "…"
+
+
+def _launch(run_id: int) -> None:
+    from conversations import launcher
+
+    launcher.launch(run_id)
+
+
+def run_start_followup(*, run: Run) -> Run | None:
+    """Turn follow-ups that arrived too late for ``run`` into the input of a new run."""
+    with transaction.atomic():
+        pending = list(
+            Message.objects.filter(run=run, kind=Message.Kind.INJECT, delivered_at__isnull=True)
+            .select_for_update()
+            .order_by("seq")
+        )
+        if not pending:
+            return None
+        followup = Run.objects.create(conversation=run.conversation, trigger_message=pending[-1])
+        # They become ordinary messages of the conversation, the last one the new query.
+        Message.objects.filter(pk__in=[m.pk for m in pending]).update(
+            run=followup, kind=Message.Kind.CHAT
+        )
+        transaction.on_commit(lambda: _launch(followup.pk))
+    return followup
+
+
+def run_cancel(*, run: Run) -> Run:
+    """Ask a run to stop: immediately if queued, else by flag the worker polls."""
+    from conversations import launcher
+
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        if not run.is_active:
+            return run
+        run.cancel_requested = True
+        if run.status == Run.Status.QUEUED and not launcher.is_local(run.pk):
+            run.status = Run.Status.CANCELLED
+            run.finished_at = timezone.now()
+        run.save(update_fields=["cancel_requested", "status", "finished_at"])
+    launcher.cancel_local(run.pk)
+    return run
+
+
+def message_set_pinned(*, message: Message, pinned: bool) -> Message:
+    message.pinned = pinned
+    message.save(update_fields=["pinned"])
+    return message
+
+
+def run_sweep_stale(*, conversation: Conversation | None = None) -> int:
+    """Mark runs whose worker stopped heart-beating as failed ("interrupted").
+
+    Never re-runs them: tools may have side effects. Returns the number swept.
+    """
+    from conversations.publisher import publish_interrupted
+
+    cutoff = timezone.now() - STALE_HEARTBEAT
+    qs = Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=cutoff)
+    if conversation is not None:
+        qs = qs.filter(conversation=conversation)
+    swept = 0
+    for run in qs:
+        updated = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
+            status=Run.Status.FAILED,
+            error="The run was interrupted: its worker stopped responding. "
+            "You can send the message again to retry.",
+            finished_at=timezone.now(),
+        )
+        if updated:
+            swept += 1
+            publish_interrupted(run_id=run.pk)
+    return swept

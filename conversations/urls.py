@@ -8,4 +8,13 @@ urlpatterns = [
     path("", views.conversation_list, name="conversation_list"),
     path("c/new/", views.conversation_new, name="conversation_new"),
     path("c/<int:conversation_id>/", views.conversation_detail, name="conversation_detail"),
+    path("c/<int:conversation_id>/messages/", views.message_post, name="message_post"),
+    path("c/<int:conversation_id>/rename/", views.conversation_rename, name="conversation_rename"),
+    path(
+        "c/<int:conversation_id>/archive/", views.conversation_archive, name="conversation_archive"
+    ),
+    path("c/<int:conversation_id>/delete/", views.conversation_delete, name="conversation_delete"),
+    path("c/<int:conversation_id>/model/", views.conversation_model, name="conversation_model"),
+    path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
+    path("m/<int:message_id>/pin/", views.message_pin, name="message_pin"),
 ]

@@ -1,22 +1,35 @@
-"""HTMX views: thin wrappers over services and selectors."""
+"""HTMX views: thin wrappers over services and selectors.
+
+Full pages on plain requests; named partials (``"page.html#partial"``) for htmx ones.
+"""
 
 from __future__ import annotations
 
+from django.contrib import messages as flash
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from agentsite.errors import ApplicationError
 from conversations import selectors, services
+from conversations.rendering import RunView, StepItem, render_run_block
+
+PARTIALS = "conversations/partials.html"
 
 
 @require_GET
 def conversation_list(request: HttpRequest) -> HttpResponse:
     query = request.GET.get("q", "").strip()
-    conversations = selectors.conversation_list(user=request.user, search=query)
+    archived = request.GET.get("archived") == "1"
+    conversations = selectors.conversation_list(user=request.user, search=query, archived=archived)
     template = "conversations/list.html"
-    if request.htmx:
+    if request.htmx and request.htmx.target == "conversation-list":
         template += "#conversation-list"
-    return render(request, template, {"conversations": conversations, "q": query})
+    return render(
+        request, template, {"conversations": conversations, "q": query, "archived": archived}
+    )
 
 
 @require_POST
@@ -27,5 +40,113 @@ def conversation_new(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    from llms.selectors import models_for_user
+
     conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
-    return render(request, "conversations/detail.html", {"conversation": conversation})
+    services.run_sweep_stale(conversation=conversation)
+    timeline = selectors.conversation_timeline(conversation=conversation)
+    return render(
+        request,
+        "conversations/detail.html",
+        {
+            "conversation": conversation,
+            "timeline": timeline,
+            "models": models_for_user(user=request.user),
+        },
+    )
+
+
+@require_POST
+def message_post(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
+    try:
+        message, run, injected = services.message_post(
+            conversation=conversation, user=request.user, content=request.POST.get("content", "")
+        )
+    except ApplicationError as exc:
+        status = 413 if exc.code == "too_large" else 400
+        html = render_to_string(f"{PARTIALS}#form-error", {"error": exc.message}, request)
+        response = HttpResponse(html, status=status)
+        response["HX-Reswap"] = "none"
+        return response
+    if injected:
+        item = StepItem(
+            kind="inject", text=message.content, dom_id=f"inject-{message.pk}",
+            extra={"delivered": False},
+        )  # fmt: skip
+        html = render_to_string(
+            f"{PARTIALS}#append-step", {"view": RunView(run_id=run.pk), "item": item}, request
+        )
+    else:
+        view = RunView(run_id=run.pk)
+        if not run.is_active:
+            view.error = {"message": run.error, "status": run.status}
+        html = render_to_string(f"{PARTIALS}#user-message", {"message": message}, request)
+        html += render_run_block(view, run)
+    html += render_to_string(f"{PARTIALS}#form-error", {"error": ""}, request)
+    return HttpResponse(html)
+
+
+@require_POST
+def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = selectors.run_get(user=request.user, run_id=run_id)
+    services.run_cancel(run=run)
+    return HttpResponse(status=204)
+
+
+@require_POST
+def message_pin(request: HttpRequest, message_id: int) -> HttpResponse:
+    message = selectors.message_get(user=request.user, message_id=message_id)
+    pinned = request.POST.get("pinned", "1") not in ("0", "false", "")
+    services.message_set_pinned(message=message, pinned=pinned)
+    return render(request, f"{PARTIALS}#pin-toggle", {"message": message})
+
+
+@require_POST
+def conversation_rename(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
+    try:
+        services.conversation_rename(conversation=conversation, title=request.POST.get("title", ""))
+    except ApplicationError as exc:
+        flash.error(request, exc.message)
+    return _back(request, conversation)
+
+
+@require_POST
+def conversation_archive(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
+    archived = request.POST.get("archived", "1") == "1"
+    services.conversation_archive(conversation=conversation, archived=archived)
+    flash.success(request, f"“{conversation}” {'archived' if archived else 'restored'}.")
+    return redirect("conversation_list")
+
+
+@require_POST
+def conversation_delete(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
+    title = str(conversation)
+    services.conversation_delete(conversation=conversation)
+    flash.success(request, f"“{title}” deleted.")
+    if request.htmx:
+        response = HttpResponse()
+        response["HX-Redirect"] = reverse("conversation_list")
+        return response
+    return redirect("conversation_list")
+
+
+@require_POST
+def conversation_model(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
+    try:
+        services.conversation_set_model(
+            conversation=conversation, user=request.user, model_id=request.POST.get("model", "")
+        )
+    except ApplicationError as exc:
+        return HttpResponse(exc.message, status=400)
+    return HttpResponse(status=204)
+
+
+def _back(request: HttpRequest, conversation) -> HttpResponse:
+    if request.POST.get("next") == "list":
+        return redirect("conversation_list")
+    return redirect("conversation_detail", conversation_id=conversation.pk)

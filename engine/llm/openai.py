@@ -178,7 +178,7 @@ def map_http_error(
 ) -> LLMError:
     """The one place an HTTP error status becomes an :class:`LLMError`.
 
-    Context-overflow messages are recognised on 4xx and 500 (older llama.cpp answers
+    Context-overflow messages are recognised whatever the status (older llama.cpp answers
     500), so the agent compacts instead of retrying a request that can never fit.
     """
     if isinstance(body, bytes):
@@ -194,9 +194,7 @@ def map_http_error(
         return AuthenticationError(text, status_code=status_code)
     if status_code == 429:
         return RateLimitError(text, status_code=429, retry_after=parse_retry_after(headers))
-    if (400 <= status_code < 500 or status_code == 500) and any(
-        marker in haystack for marker in CONTEXT_OVERFLOW_MARKERS
-    ):
+    if status_code >= 400 and any(marker in haystack for marker in CONTEXT_OVERFLOW_MARKERS):
         return ContextOverflowError(text, status_code=status_code)
     if status_code == 408:
         return LLMTimeoutError(text, status_code=status_code)
@@ -388,9 +386,7 @@ class OpenAICompatibleLLM:
         if not isinstance(data, dict):
             raise LLMError(f"unexpected response from {self.url}: {type(data).__name__}")
         if data.get("error") and not data.get("choices"):  # errors inside a 200 body
-            error = data["error"]
-            code = error.get("code") if isinstance(error, dict) else None
-            raise self._error(code if isinstance(code, int) and code >= 400 else 502, data)
+            raise self._error(_status_of(data), data)
         choices = data.get("choices") or [{}]
         choice = choices[0] or {}
         message = choice.get("message") or {}
@@ -476,7 +472,11 @@ class OpenAICompatibleLLM:
                 if response.headers.get("content-type", "").startswith("application/json"):
                     # A server that ignored stream=true: replay the whole reply as one delta.
                     await response.aread()
-                    whole = self._parse_response(response.json(), payload["messages"])
+                    try:
+                        data = response.json()
+                    except ValueError:
+                        raise LLMError(f"{self.url} streamed invalid JSON") from None
+                    whole = self._parse_response(data, payload["messages"])
                     yield ChatDelta(
                         content=whole.content, reasoning_content=whole.reasoning_content or ""
                     )
@@ -494,9 +494,9 @@ class OpenAICompatibleLLM:
                     except ValueError:
                         logger.debug("skipping non-JSON SSE data from %s", self.url)
                         continue
-                    if field == "error" or (
-                        isinstance(chunk, dict) and chunk.get("error") and not chunk.get("choices")
-                    ):
+                    if field == "error" and not (isinstance(chunk, dict) and "error" in chunk):
+                        chunk = {"error": chunk}  # llama.cpp: `error: {"code", "message"}`
+                    if isinstance(chunk, dict) and chunk.get("error") and not chunk.get("choices"):
                         raise self._error(_status_of(chunk), chunk)
                     for delta in state.feed(chunk):
                         yield delta

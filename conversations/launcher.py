@@ -1,0 +1,96 @@
+"""Where a run executes: the ASGI server's own loop (embedded) or a Celery worker (team).
+
+Embedded mode keeps the in-memory channel layer and the consumers on one event loop: the
+ASGI entry point binds that loop here, and runs are created as tasks on it (with a strong
+reference so they are not garbage-collected mid-run). Without a bound loop (management
+commands, a WSGI server) a private background loop thread is used instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+from django.conf import settings
+
+from engine import CancelToken
+
+logger = logging.getLogger(__name__)
+
+_server_loop: asyncio.AbstractEventLoop | None = None
+_tasks: dict[int, asyncio.Task] = {}
+_tokens: dict[int, CancelToken] = {}
+_lock = threading.Lock()
+_fallback_loop: asyncio.AbstractEventLoop | None = None
+
+
+def bind_loop(loop: asyncio.AbstractEventLoop | None = None) -> None:
+    """Remember the ASGI server's loop (called by agentsite.asgi on each connection)."""
+    global _server_loop
+    _server_loop = loop or asyncio.get_running_loop()
+
+
+def _target_loop() -> asyncio.AbstractEventLoop:
+    global _fallback_loop
+    if _server_loop is not None and not _server_loop.is_closed():
+        return _server_loop
+    with _lock:
+        if _fallback_loop is None or _fallback_loop.is_closed():
+            _fallback_loop = asyncio.new_event_loop()
+            threading.Thread(
+                target=_fallback_loop.run_forever, name="agentsite-runs", daemon=True
+            ).start()
+        return _fallback_loop
+
+
+def launch(run_id: int) -> None:
+    """Start executing a run (called after the creating transaction committed)."""
+    if settings.AGENTSITE_EXECUTION == "celery":
+        from conversations.models import Run
+        from conversations.tasks import run_agent
+
+        result = run_agent.delay(run_id)
+        Run.objects.filter(pk=run_id).update(task_id=result.id or "")
+        return
+    token = CancelToken()
+    with _lock:
+        _tokens[run_id] = token
+    loop = _target_loop()
+    loop.call_soon_threadsafe(_start_task, run_id, token)
+
+
+def _start_task(run_id: int, token: CancelToken) -> None:
+    from conversations.runner import execute_run
+
+    task = asyncio.get_running_loop().create_task(execute_run(run_id, token=token))
+    _tasks[run_id] = task
+    task.add_done_callback(lambda _t: _forget(run_id))
+
+
+def _forget(run_id: int) -> None:
+    with _lock:
+        _tasks.pop(run_id, None)
+        _tokens.pop(run_id, None)
+
+
+def is_local(run_id: int) -> bool:
+    with _lock:
+        return run_id in _tokens
+
+
+def cancel_local(run_id: int) -> bool:
+    """Cancel an in-process run at once (the durable flag covers other processes)."""
+    with _lock:
+        token = _tokens.get(run_id)
+    if token is None:
+        return False
+    token.cancel()
+    return True
+
+
+async def wait_for(run_id: int) -> None:
+    """Await an embedded run started in this loop (tests and benchmarks)."""
+    task = _tasks.get(run_id)
+    if task is not None:
+        await asyncio.shield(task)

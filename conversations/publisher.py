@@ -1,0 +1,228 @@
+"""Engine events -> durable event log + the conversation's channel-layer group.
+
+One :class:`RunPublisher` per run, owned by the coroutine executing it (the only writer of
+the conversation's event sequence while the run is active). Answer deltas are coalesced
+adaptively: a delta arriving on an idle stream goes out at once; while frames flow, later
+deltas are batched into at most one frame per ``FRAME_INTERVAL``. Log rows are written in
+batches (at most ~2 writes a second), except the events that must be durable before work
+continues (a tool call about to run, the end of the run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from asgiref.sync import async_to_sync, sync_to_async
+from channels.layers import get_channel_layer
+from django.db import transaction
+
+from conversations import eventlog
+from conversations.models import Conversation, Message, Run, RunEvent
+from conversations.rendering import RunView, build_run_view
+from engine.events import AgentEvent, AnswerDelta, ErrorEvent, IterationDone
+
+logger = logging.getLogger(__name__)
+
+FRAME_INTERVAL = 0.05
+FLUSH_INTERVAL = 0.5
+IMMEDIATE_FLUSH = {("step", "iteration", "start"), ("done", None, None), ("error", None, None)}
+
+
+def conversation_group(conversation_id: int) -> str:
+    return f"conversation.{conversation_id}"
+
+
+def _flush_key(channel: str, payload: dict[str, Any]) -> tuple[str, Any, Any]:
+    if channel in ("done", "error"):
+        return (channel, None, None)
+    return (channel, payload.get("type"), payload.get("status"))
+
+
+class RunPublisher:
+    def __init__(self, *, run_id: int, conversation_id: int, start_seq: int) -> None:
+        self.run_id = run_id
+        self.conversation_id = conversation_id
+        self.seq = start_seq
+        self.view = RunView(run_id=run_id)
+        self.layer = get_channel_layer()
+        self.group = conversation_group(conversation_id)
+        self.frames_sent = 0
+        self.db_writes = 0
+        self._unflushed: list[eventlog.Entry] = []
+        self._pending_delta = ""
+        self._last_frame_at = 0.0
+        self._delta_timer: asyncio.TimerHandle | None = None
+        self._delta_task: asyncio.Task | None = None
+        self._flush_task: asyncio.Task | None = None
+        self._lock = asyncio.Lock()
+
+    # public -------------------------------------------------------------------
+    async def on_event(self, event: AgentEvent) -> None:
+        """The engine's ``on_event`` callback."""
+        if isinstance(event, AnswerDelta):
+            await self._on_delta(event.content)
+            return
+        await self.send_pending_delta()
+        await self.publish(event.channel, event.to_dict())
+
+    async def publish(self, channel: str, payload: dict[str, Any]) -> int:
+        async with self._lock:
+            self.seq += 1
+            seq = self.seq
+            entry: eventlog.Entry = (seq, self.run_id, channel, payload)
+            self._unflushed.append(entry)
+            html = self.view.apply(seq, channel, payload)
+            await sync_to_async(eventlog.tail_set, thread_sensitive=False)(
+                self.conversation_id, list(self._unflushed)
+            )
+            await self.layer.group_send(
+                self.group,
+                {
+                    "type": "run.event",
+                    "seq": seq,
+                    "run_id": self.run_id,
+                    "channel": channel,
+                    "payload": payload,
+                    "html": html,
+                },
+            )
+            self.frames_sent += 1
+            self._last_frame_at = time.monotonic()
+        if _flush_key(channel, payload) in IMMEDIATE_FLUSH:
+            await self.flush()
+        else:
+            self._schedule_flush()
+        return seq
+
+    async def close(self) -> None:
+        """Send pending deltas and write every event still in memory."""
+        await self.send_pending_delta()
+        if self._flush_task is not None:
+            self._flush_task.cancel()
+        await self.flush()
+
+    async def flush(self) -> None:
+        async with self._lock:
+            batch, self._unflushed = self._unflushed, []
+        if not batch:
+            return
+        await sync_to_async(_write_events, thread_sensitive=False)(self.conversation_id, batch)
+        self.db_writes += 1
+        async with self._lock:
+            await sync_to_async(eventlog.tail_set, thread_sensitive=False)(
+                self.conversation_id, list(self._unflushed)
+            )
+
+    # deltas -------------------------------------------------------------------
+    async def _on_delta(self, content: str) -> None:
+        if not content:
+            return
+        idle = time.monotonic() - self._last_frame_at >= FRAME_INTERVAL
+        if idle and not self._pending_delta:
+            await self.publish("answer", {"status": "delta", "content": content})
+            return
+        self._pending_delta += content
+        if self._delta_task is None or self._delta_task.done():
+            delay = max(0.0, FRAME_INTERVAL - (time.monotonic() - self._last_frame_at))
+            self._delta_task = asyncio.ensure_future(self._delayed_delta(delay))
+
+    async def _delayed_delta(self, delay: float) -> None:
+        await asyncio.sleep(delay)
+        await self._send_pending_delta()
+
+    async def _send_pending_delta(self) -> None:
+        content, self._pending_delta = self._pending_delta, ""
+        if content:
+            await self.publish("answer", {"status": "delta", "content": content})
+
+    async def send_pending_delta(self) -> None:
+        task = self._delta_task
+        if task is not None and not task.done() and task is not asyncio.current_task():
+            task.cancel()
+        self._delta_task = None
+        await self._send_pending_delta()
+
+    def _schedule_flush(self) -> None:
+        if self._flush_task is None or self._flush_task.done():
+            self._flush_task = asyncio.ensure_future(self._delayed_flush())
+
+    async def _delayed_flush(self) -> None:
+        await asyncio.sleep(FLUSH_INTERVAL)
+        await self.flush()
+
+
+def _write_events(conversation_id: int, batch: list[eventlog.Entry]) -> None:
+    with transaction.atomic():
+        RunEvent.objects.bulk_create(
+            RunEvent(
+                conversation_id=conversation_id, run_id=run_id, seq=seq, channel=channel,
+                payload=payload,
+            )
+            for seq, run_id, channel, payload in batch
+        )  # fmt: skip
+        Conversation.objects.filter(pk=conversation_id, last_event_seq__lt=batch[-1][0]).update(
+            last_event_seq=batch[-1][0]
+        )
+
+
+def publish_events_sync(*, run: Run, events: list[AgentEvent]) -> None:
+    """Append events for a run that no coroutine owns any more (sweeps, launch failures)."""
+    with transaction.atomic():
+        conversation = Conversation.objects.select_for_update().get(pk=run.conversation_id)
+        stored = list(
+            RunEvent.objects.filter(run=run)
+            .order_by("seq")
+            .values_list("seq", "channel", "payload")
+        )
+        view = build_run_view(run.pk, stored, run_inject_ids(run.pk))
+        seq = conversation.last_event_seq
+        frames = []
+        for event in events:
+            seq += 1
+            payload = event.to_dict()
+            RunEvent.objects.create(
+                conversation=conversation, run=run, seq=seq, channel=event.channel, payload=payload
+            )
+            frames.append((seq, event.channel, payload, view.apply(seq, event.channel, payload)))
+        conversation.last_event_seq = seq
+        conversation.save(update_fields=["last_event_seq"])
+    layer = get_channel_layer()
+    for seq, channel, payload, html in frames:
+        async_to_sync(layer.group_send)(
+            conversation_group(run.conversation_id),
+            {
+                "type": "run.event",
+                "seq": seq,
+                "run_id": run.pk,
+                "channel": channel,
+                "payload": payload,
+                "html": html,
+            },
+        )
+
+
+def publish_interrupted(*, run_id: int) -> None:
+    """Close an interrupted run's open tool cards and report it as failed."""
+    run = Run.objects.get(pk=run_id)
+    stored = list(
+        RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", "channel", "payload")
+    )
+    view = build_run_view(run.pk, stored, [])
+    events: list[AgentEvent] = [
+        IterationDone(card.iteration, card.tool_name, "[interrupted]", "interrupted", 0.0)
+        for card in view.open_cards()
+    ]
+    events.append(ErrorEvent(run.error or "The run was interrupted.", "failed"))
+    publish_events_sync(run=run, events=events)
+
+
+def run_inject_ids(run_id: int) -> list[int]:
+    """Delivered follow-ups of a run, in delivery order (matches its inject events)."""
+    return list(
+        Message.objects.filter(run_id=run_id, kind=Message.Kind.INJECT, delivered_at__isnull=False)
+        .order_by("delivered_at", "seq")
+        .values_list("pk", flat=True)
+    )

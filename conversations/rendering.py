@@ -1,0 +1,255 @@
+"""The one place where protocol events become HTML (DESIGN.md section 3).
+
+:class:`RunView` is the render state of one run, rebuilt by replaying its events in
+sequence order. ``apply()`` returns the HTML frame for one live event (``hx-swap-oob``
+fragments addressed by stable DOM ids derived from primary keys), and the whole run block
+can be rendered from the same state, so a page load, a reconnect and the live stream all
+produce the same DOM.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.template.loader import render_to_string
+
+from conversations.markdown import render_markdown
+
+PARTIALS = "conversations/partials.html"
+OBSERVATION_PREVIEW_CHARS = 1_500
+
+
+def _partial(name: str, context: dict[str, Any]) -> str:
+    return render_to_string(f"{PARTIALS}#{name}", context)
+
+
+@dataclass
+class ToolCard:
+    dom_id: str
+    iteration: int
+    tool_name: str
+    tool_args: dict[str, Any]
+    observation: str = ""
+    error: str | None = None
+    elapsed: float | None = None
+    done: bool = False
+
+    @property
+    def observation_preview(self) -> str:
+        return self.observation[:OBSERVATION_PREVIEW_CHARS]
+
+    @property
+    def observation_truncated(self) -> bool:
+        return len(self.observation) > OBSERVATION_PREVIEW_CHARS
+
+
+@dataclass
+class StepItem:
+    """An entry of the steps area, in event order."""
+
+    kind: str  # card | thought | inject | compact
+    card: ToolCard | None = None
+    text: str = ""
+    dom_id: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunView:
+    run_id: int
+    inject_ids: list[int] = field(default_factory=list)
+    items: list[StepItem] = field(default_factory=list)
+    status_text: str = ""
+    answer_text: str = ""
+    answer_started: bool = False
+    done: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    last_seq: int = 0
+    assistant_message: Any = None
+    _open: dict[tuple[int, str], deque[ToolCard]] = field(
+        default_factory=lambda: defaultdict(deque)
+    )
+    _cards: int = 0
+    _injects: int = 0
+
+    # ids -----------------------------------------------------------------
+    @property
+    def steps_id(self) -> str:
+        return f"steps-{self.run_id}"
+
+    @property
+    def answer_id(self) -> str:
+        return f"answer-{self.run_id}"
+
+    @property
+    def finished(self) -> bool:
+        return self.done is not None or self.error is not None
+
+    def open_cards(self) -> list[ToolCard]:
+        return [card for cards in self._open.values() for card in cards]
+
+    # state + frames ----------------------------------------------------------
+    def apply(self, seq: int, channel: str, payload: dict[str, Any], *, render: bool = True) -> str:
+        """Advance the state by one event; return its HTML frame ("" if nothing shows)."""
+        self.last_seq = max(self.last_seq, seq)
+        handler = getattr(self, f"_on_{channel}", None)
+        if handler is None:
+            return ""
+        return handler(payload, render) or ""
+
+    def _status(self, text: str, render: bool) -> str:
+        self.status_text = text
+        return _partial("run-status", {"view": self, "oob": True}) if render else ""
+
+    def _on_step(self, payload: dict[str, Any], render: bool) -> str:
+        kind, status = payload.get("type"), payload.get("status")
+        if kind == "thinking" and status == "start":
+            return self._status(f"Thinking (step {payload.get('iteration', 0)})…", render)
+        if kind == "thinking":
+            reasoning = (payload.get("reasoning") or "").strip()
+            if not reasoning:
+                return ""
+            item = StepItem(
+                kind="thought", text=reasoning, dom_id=f"thought-{self.run_id}-{len(self.items)}"
+            )
+            self.items.append(item)
+            return self._append(item, render)
+        if kind == "iteration" and status == "start":
+            self._cards += 1
+            card = ToolCard(
+                dom_id=f"card-{self.run_id}-{self._cards}",
+                iteration=payload.get("iteration", 0),
+                tool_name=payload.get("tool_name", ""),
+                tool_args=payload.get("tool_args") or {},
+            )
+            self._open[(card.iteration, card.tool_name)].append(card)
+            item = StepItem(kind="card", card=card, dom_id=card.dom_id)
+            self.items.append(item)
+            frame = self._append(item, render)
+            return frame + self._status(f"Running {card.tool_name}…", render)
+        if kind == "iteration":
+            key = (payload.get("iteration", 0), payload.get("tool_name", ""))
+            queue = self._open.get(key)
+            if not queue:
+                return ""
+            card = queue.popleft()
+            card.observation = payload.get("observation") or ""
+            card.error = payload.get("error")
+            card.elapsed = payload.get("iter_elapsed")
+            card.done = True
+            if not render:
+                return ""
+            return _partial("tool-card", {"card": card, "oob": True})
+        if kind == "answer":
+            return self._status("Writing the answer…", render)
+        return ""
+
+    def _append(self, item: StepItem, render: bool) -> str:
+        if not render:
+            return ""
+        return _partial("append-step", {"view": self, "item": item})
+
+    def _on_answer(self, payload: dict[str, Any], render: bool) -> str:
+        status = payload.get("status")
+        if status == "start":
+            self.answer_started = True
+            return ""
+        if status == "delta":
+            content = payload.get("content", "")
+            self.answer_text += content
+            if not render or not content:
+                return ""
+            return _partial("answer-delta", {"view": self, "content": content})
+        return ""
+
+    def _on_phase(self, payload: dict[str, Any], render: bool) -> str:
+        if payload.get("phase") == "selecting_tools":
+            return self._status(
+                f"Choosing the right tools among {payload.get('total_tools', '?')}…", render
+            )
+        return self._status(
+            str(payload.get("phase", "")).replace("_", " ").capitalize() + "…", render
+        )
+
+    def _on_inject(self, payload: dict[str, Any], render: bool) -> str:
+        index = self._injects
+        self._injects += 1
+        message_id = self.inject_ids[index] if index < len(self.inject_ids) else None
+        dom_id = f"inject-{message_id}" if message_id else f"inject-{self.run_id}-{index}"
+        item = StepItem(
+            kind="inject", text=payload.get("content", ""), dom_id=dom_id, extra={"delivered": True}
+        )
+        self.items.append(item)
+        if not render:
+            return ""
+        # Replaces the "sent" item the POST response showed, or appends when absent.
+        return _partial("inject-item", {"item": item, "view": self, "oob": True})
+
+    def _on_compact(self, payload: dict[str, Any], render: bool) -> str:
+        item = StepItem(
+            kind="compact",
+            dom_id=f"compact-{self.run_id}-{len(self.items)}",
+            extra={
+                "original": payload.get("original_messages", 0),
+                "kept": payload.get("kept_messages", 0),
+                "summary": payload.get("summary", ""),
+            },
+        )
+        self.items.append(item)
+        return self._append(item, render)
+
+    def _on_done(self, payload: dict[str, Any], render: bool) -> str:
+        self.done = payload
+        self.status_text = ""
+        if payload.get("answer") and not self.answer_text:
+            self.answer_text = payload["answer"]
+        return self._finish_frame(render)
+
+    def _on_error(self, payload: dict[str, Any], render: bool) -> str:
+        self.error = payload
+        self.status_text = ""
+        for card in self.open_cards():
+            card.done = True
+            card.error = card.error or "[interrupted]"
+        self._open.clear()
+        return self._finish_frame(render)
+
+    def _finish_frame(self, render: bool) -> str:
+        if not render:
+            return ""
+        return _partial("run-finish", {"view": self, "oob": True})
+
+    # helpers for templates -------------------------------------------------
+    @property
+    def answer_html(self) -> str:
+        return render_markdown(self.answer_text)
+
+    @property
+    def footer(self) -> dict[str, Any] | None:
+        if not self.done:
+            return None
+        usage = self.done.get("usage") or {}
+        return {
+            "iterations": self.done.get("iterations", 0),
+            "tokens": usage.get("total_tokens", 0),
+            "elapsed": self.done.get("elapsed", 0.0),
+        }
+
+
+def build_run_view(
+    run_id: int, events: list[tuple[int, str, dict[str, Any]]], inject_ids: list[int]
+) -> RunView:
+    """Replay stored events into a RunView without rendering frames."""
+    view = RunView(run_id=run_id, inject_ids=list(inject_ids))
+    for seq, channel, payload in events:
+        view.apply(seq, channel, payload, render=False)
+    return view
+
+
+def render_run_block(view: RunView, run, *, pending_injects=(), oob: bool = False) -> str:
+    """The whole run block (steps, answer, footer) for a page load or a reconnect."""
+    return _partial(
+        "run-block", {"view": view, "run": run, "pending_injects": pending_injects, "oob": oob}
+    )

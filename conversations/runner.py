@@ -1,0 +1,271 @@
+"""The one coroutine that executes a run, wherever it is launched from.
+
+Embedded mode awaits it on the ASGI server's loop; team mode runs it with
+``asyncio.run`` inside a Celery worker. LLM calls never happen inside a DB transaction:
+every ORM access is a short ``sync_to_async`` call. A watcher task heart-beats, polls the
+durable cancel flag and delivers follow-ups (inject messages) to the engine's queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+from django.utils import timezone
+
+from conversations import history as history_mod
+from conversations.models import Conversation, Message, Run
+from conversations.publisher import RunPublisher
+from engine import CancelToken, ChatMessage, InterruptQueue, LLMError, ReActAgent
+from engine.agent import AgentResult
+from engine.events import ErrorEvent
+
+logger = logging.getLogger(__name__)
+
+WATCH_INTERVAL = 0.25
+HEARTBEAT_INTERVAL = 5.0
+
+
+def db(fn):
+    """Run an ORM function in a worker thread (never on the event loop)."""
+
+    def call(*args, **kwargs):
+        close_old_connections()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            close_old_connections()
+
+    return sync_to_async(call, thread_sensitive=False)
+
+
+@dataclass
+class RunSetup:
+    run: Run
+    conversation: Conversation
+    user: Any
+    query: str
+    history: list[ChatMessage]
+    start_seq: int
+    model: Any = None
+    compaction: dict[str, Any] | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+def _claim(run_id: int) -> RunSetup | None:
+    """Mark the run running (only if still queued) and load what it needs."""
+    now = timezone.now()
+    claimed = Run.objects.filter(
+        pk=run_id, status=Run.Status.QUEUED, cancel_requested=False
+    ).update(status=Run.Status.RUNNING, started_at=now, heartbeat_at=now)
+    if not claimed:
+        Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
+            status=Run.Status.CANCELLED, finished_at=now
+        )
+        return None
+    run = Run.objects.select_related(
+        "conversation__owner", "conversation__model__provider", "trigger_message"
+    ).get(pk=run_id)
+    conversation = run.conversation
+    trigger = run.trigger_message
+    query = trigger.content if trigger else ""
+    history = history_mod.history_for_run(run=run)
+    return RunSetup(
+        run=run,
+        conversation=conversation,
+        user=conversation.owner,
+        query=query,
+        history=history,
+        start_seq=conversation.last_event_seq,
+        model=conversation.model,
+    )
+
+
+def _build_agent_parts(setup: RunSetup):
+    from llms.selectors import default_model_for_user
+    from llms.services import build_llm
+    from tools.registry import ToolContext
+    from tools.services import tools_for_user
+
+    model = setup.model or default_model_for_user(user=setup.user)
+    if model is None:
+        raise LLMSetupError(
+            "No language model is configured. An administrator can add one in the admin "
+            "(LLM providers and models)."
+        )
+    llm = build_llm(model=model)
+    context = ToolContext(
+        user_id=setup.user.pk, conversation_id=setup.conversation.pk, run_id=setup.run.pk
+    )
+    registry = tools_for_user(user=setup.user, context=context)
+    return model, llm, registry
+
+
+class LLMSetupError(Exception):
+    """The run cannot start (no model, provider misconfigured)."""
+
+
+class RunWatcher:
+    """Heartbeat + durable cancel flag + follow-up delivery, polled while the run works."""
+
+    def __init__(self, run_id: int, token: CancelToken, queue: InterruptQueue, publisher) -> None:
+        self.run_id = run_id
+        self.token = token
+        self.queue = queue
+        self.publisher = publisher
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+    async def _loop(self) -> None:
+        last_beat = time.monotonic()
+        while True:
+            await asyncio.sleep(WATCH_INTERVAL)
+            beat = time.monotonic() - last_beat >= HEARTBEAT_INTERVAL
+            try:
+                cancel, delivered = await db(_poll)(self.run_id, beat)
+            except Exception:  # a DB hiccup must not kill the run
+                logger.exception("run %s watcher poll failed", self.run_id)
+                continue
+            if beat:
+                last_beat = time.monotonic()
+            for message_id, content in delivered:
+                self.publisher.view.inject_ids.append(message_id)
+                self.queue.put(content)
+            if cancel:
+                self.token.cancel()
+
+
+def _poll(run_id: int, beat: bool) -> tuple[bool, list[tuple[int, str]]]:
+    from django.db import transaction
+
+    now = timezone.now()
+    if beat:
+        Run.objects.filter(pk=run_id).update(heartbeat_at=now)
+    cancel = Run.objects.filter(pk=run_id, cancel_requested=True).exists()
+    with transaction.atomic():
+        pending = list(
+            Message.objects.filter(
+                run_id=run_id, kind=Message.Kind.INJECT, delivered_at__isnull=True
+            )
+            .exclude(pk__in=Run.objects.filter(pk=run_id).values("trigger_message"))
+            .order_by("seq")
+            .values_list("pk", "content")
+        )
+        if pending:
+            Message.objects.filter(pk__in=[pk for pk, _ in pending]).update(delivered_at=now)
+    return cancel, pending
+
+
+async def execute_run(run_id: int, *, token: CancelToken | None = None) -> str | None:
+    """Execute one run end to end; returns its final status (None if it never started)."""
+    setup = await db(_claim)(run_id)
+    if setup is None:
+        logger.info("run %s was cancelled before it started", run_id)
+        return None
+    token = token or CancelToken()
+    publisher = RunPublisher(
+        run_id=run_id, conversation_id=setup.conversation.pk, start_seq=setup.start_seq
+    )
+    queue = InterruptQueue()
+    watcher = RunWatcher(run_id, token, queue, publisher)
+    watcher.start()
+    started = time.perf_counter()
+    status, error, answer, result = Run.Status.FAILED, "", "", None
+    try:
+        model, llm, registry = await db(_build_agent_parts)(setup)
+        if setup.compaction:
+            await publisher.publish("compact", setup.compaction)
+        agent = ReActAgent(
+            llm,
+            registry,
+            interrupt_queue=queue,
+            on_event=publisher.on_event,
+            cancel=token,
+            context_guard=history_mod.context_guard_for(model, llm),
+        )
+        result = await agent.run(setup.query, setup.history)
+        if result.status != "cancelled":
+            chunks = [chunk async for chunk in agent.stream_answer(result, setup.query)]
+            answer = "".join(chunks)
+        status = result.status
+        error = result.error or ""
+        if status == "failed" and not error:
+            error = result.answer
+    except LLMSetupError as exc:
+        error = str(exc)
+    except LLMError as exc:
+        error = f"The language model request failed: {exc}"
+    except Exception as exc:  # the conversation must stay consistent whatever broke
+        logger.exception("run %s crashed", run_id)
+        error = f"The run stopped because of an internal error ({type(exc).__name__})."
+    finally:
+        await watcher.stop()
+    elapsed = time.perf_counter() - started
+    if status == "failed":
+        await publisher.publish("error", ErrorEvent(_readable(error), "failed").to_dict())
+    elif status == "cancelled":
+        await publisher.publish("error", ErrorEvent("Stopped.", "cancelled").to_dict())
+    await publisher.close()
+    message = await db(_finish)(run_id, status, error, answer, result, elapsed)
+    if message is not None:
+        publisher.view.assistant_message = message
+    await db(_start_followup)(run_id)
+    logger.info(
+        "run %s finished: %s in %.2fs, %d frames, %d log writes",
+        run_id, status, elapsed, publisher.frames_sent, publisher.db_writes,
+    )  # fmt: skip
+    return status
+
+
+def _readable(error: str) -> str:
+    return error or "The run failed."
+
+
+def _finish(
+    run_id: int, status: str, error: str, answer: str, result: AgentResult | None, elapsed: float
+) -> Message | None:
+    from conversations.services import message_create
+
+    run = Run.objects.select_related("conversation__owner", "conversation__model").get(pk=run_id)
+    usage = result.usage.to_dict() if result is not None else {}
+    message = None
+    if answer and status in (Run.Status.SUCCEEDED, Run.Status.PAUSED):
+        message = message_create(
+            conversation=run.conversation,
+            role=Message.Role.ASSISTANT,
+            content=answer,
+            run=run,
+            usage=usage,
+        )
+    run.status = status
+    run.error = error if status != Run.Status.SUCCEEDED else ""
+    run.iterations = result.iterations if result is not None else 0
+    run.usage = usage
+    run.elapsed = elapsed
+    run.finished_at = timezone.now()
+    run.save(update_fields=["status", "error", "iterations", "usage", "elapsed", "finished_at"])
+    if usage:
+        from llms.services import usage_record
+
+        usage_record(user=run.conversation.owner, model=run.conversation.model, usage=usage)
+    return message
+
+
+def _start_followup(run_id: int) -> None:
+    from conversations.services import run_start_followup
+
+    run_start_followup(run=Run.objects.get(pk=run_id))

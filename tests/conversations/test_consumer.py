@@ -1,0 +1,132 @@
+"""The websocket consumer: owner only, catch-up on connect, live frames once each."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+
+from agentsite.asgi import application
+from conversations import services
+from conversations.publisher import RunPublisher
+from engine.events import AnswerDelta, IterationDone, IterationStart, ThinkingStart
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def login_cookie(client, user) -> bytes:
+    client.force_login(user)
+    return f"sessionid={client.cookies['sessionid'].value}".encode()
+
+
+async def open_socket(conversation_id: int, cookie: bytes, after: int = 0):
+    communicator = WebsocketCommunicator(
+        application,
+        f"/ws/conversations/{conversation_id}/?after={after}",
+        headers=[(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1"), (b"cookie", cookie)],
+    )
+    connected, _ = await communicator.connect()
+    assert connected
+    return communicator
+
+
+@pytest.fixture
+def setup_run(user, monkeypatch):
+    monkeypatch.setattr("conversations.launcher.launch", lambda run_id: None)
+
+    def make():
+        conversation = services.conversation_create(owner=user)
+        _, run, _ = services.message_post(conversation=conversation, user=user, content="hi")
+        return conversation, run
+
+    return make
+
+
+async def test_live_events_arrive_rendered_with_stable_ids(client, user, setup_run):
+    conversation, run = await sync_to_async(setup_run)()
+    cookie = await sync_to_async(login_cookie)(client, user)
+    socket = await open_socket(conversation.pk, cookie)
+    publisher = RunPublisher(run_id=run.pk, conversation_id=conversation.pk, start_seq=0)
+
+    await publisher.on_event(ThinkingStart(1))
+    frame = await socket.receive_from(timeout=2)
+    assert f'id="status-{run.pk}"' in frame and "Thinking" in frame
+
+    await publisher.on_event(IterationStart(1, "calculator", {"expression": "<b>1+1</b>"}))
+    frame = await socket.receive_from(timeout=2)
+    assert f"beforeend:#steps-{run.pk}" in frame
+    assert f'id="card-{run.pk}-1"' in frame
+    assert "&lt;b&gt;1+1&lt;/b&gt;" in frame and "<b>1+1</b>" not in frame  # escaped
+    assert "Running calculator" in frame  # the status line travels in the same frame
+
+    await publisher.on_event(IterationDone(1, "calculator", "2", None, 0.01))
+    frame = await socket.receive_from(timeout=2)
+    assert f'id="card-{run.pk}-1"' in frame and 'hx-swap-oob="true"' in frame and ">2<" in frame
+
+    await publisher.on_event(AnswerDelta("Hello <script>"))
+    frame = await socket.receive_from(timeout=2)
+    assert f"beforeend:#answer-{run.pk}" in frame and "&lt;script&gt;" in frame
+    await publisher.close()
+    await socket.disconnect()
+
+
+async def test_reconnect_catches_up_then_streams_without_duplicates(client, user, setup_run):
+    conversation, run = await sync_to_async(setup_run)()
+    cookie = await sync_to_async(login_cookie)(client, user)
+    publisher = RunPublisher(run_id=run.pk, conversation_id=conversation.pk, start_seq=0)
+    await publisher.on_event(IterationStart(1, "calculator", {"expression": "1+1"}))
+    await publisher.on_event(AnswerDelta("Part one. "))
+    await publisher.send_pending_delta()  # sent (in the tail), not yet written to the DB
+    assert publisher.db_writes == 1  # only the tool call was written at once
+
+    socket = await open_socket(conversation.pk, cookie, after=0)
+    catch_up = await socket.receive_from(timeout=2)
+    assert f'id="run-{run.pk}"' in catch_up and 'hx-swap-oob="outerHTML"' in catch_up
+    assert "Part one." in catch_up and f'id="card-{run.pk}-1"' in catch_up
+    assert catch_up.count("hx-swap-oob") == 1  # one idempotent block, no nested swaps
+
+    await publisher.on_event(AnswerDelta("Part two."))
+    live = await socket.receive_from(timeout=2)
+    assert "Part two." in live and "Part one." not in live
+    assert await socket.receive_nothing(timeout=0.2)
+    await publisher.close()
+    await socket.disconnect()
+
+
+async def test_other_users_cannot_subscribe(client, user, other_user, setup_run):
+    conversation, _ = await sync_to_async(setup_run)()
+    cookie = await sync_to_async(login_cookie)(client, other_user)
+    communicator = WebsocketCommunicator(
+        application,
+        f"/ws/conversations/{conversation.pk}/",
+        headers=[(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1"), (b"cookie", cookie)],
+    )
+    connected, _ = await communicator.connect()
+    assert not connected
+    await communicator.disconnect()
+
+
+async def test_deltas_are_coalesced_while_streaming(user, setup_run):
+    conversation, run = await sync_to_async(setup_run)()
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(f"conversation.{conversation.pk}", channel)
+    publisher = RunPublisher(run_id=run.pk, conversation_id=conversation.pk, start_seq=0)
+    for i in range(50):
+        await publisher.on_event(AnswerDelta(f"t{i} "))
+    await publisher.close()
+    frames = []
+    while True:
+        try:
+            frames.append(await asyncio.wait_for(layer.receive(channel), timeout=0.2))
+        except TimeoutError:
+            break
+    text = "".join(f["payload"]["content"] for f in frames)
+    assert text == "".join(f"t{i} " for i in range(50))
+    assert 1 < len(frames) < 50  # first delta at once, the rest batched
+    assert publisher.db_writes <= 2
+    stored = await sync_to_async(list)(run.events.order_by("seq").values_list("payload", flat=True))
+    assert [p["content"] for p in stored] == [f["payload"]["content"] for f in frames]

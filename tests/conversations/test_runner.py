@@ -1,0 +1,192 @@
+"""A run end to end in embedded mode against the real scripted HTTP server."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from conversations import services
+from conversations.models import Message, Run, RunEvent
+from conversations.runner import execute_run
+from engine import Tool
+from tools.registry import ToolSpec, register
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+shout_called = threading.Event()
+
+
+def _shout(text: str) -> str:
+    shout_called.set()
+    return text.upper()
+
+
+register(
+    ToolSpec(
+        name="shout",
+        description="Upper-cases text (test tool).",
+        build=lambda config, context: [
+            Tool(
+                name="shout",
+                description="Upper-cases text.",
+                parameters={
+                    "type": "object",
+                    "properties": {"text": {"type": "string"}},
+                    "required": ["text"],
+                },
+                func=_shout,
+            )
+        ],
+    )
+)
+
+
+def post(conversation, user, content):
+    """message_post without launching (the test awaits the runner itself)."""
+    return services.message_post(conversation=conversation, user=user, content=content)
+
+
+@pytest.fixture
+def no_launch(monkeypatch):
+    monkeypatch.setattr("conversations.launcher.launch", lambda run_id: None)
+
+
+def event_list(run):
+    return [
+        (e.channel, e.payload.get("type"), e.payload.get("status"))
+        for e in RunEvent.objects.filter(run=run).order_by("seq")
+    ]
+
+
+async def test_tool_call_then_streamed_answer(user, chat_model, llm_server, no_launch):
+    llm_server.push(
+        {"tool_calls": [{"name": "shout", "arguments": {"text": "hi"}}]},
+        {"content": "The tool said HI."},
+        {"content": "The answer is **HI**.", "usage": {"prompt_tokens": 7, "completion_tokens": 5}},
+    )
+    conversation = await sync_to_async(services.conversation_create)(owner=user)
+    message, run, _ = await sync_to_async(post)(conversation, user, "Shout hi")
+
+    status = await execute_run(run.pk)
+
+    assert status == "succeeded"
+    run = await Run.objects.aget(pk=run.pk)
+    assert run.status == "succeeded" and run.iterations == 2 and run.elapsed > 0
+    assert run.usage["total_tokens"] > 0
+    answer = await Message.objects.filter(run=run, role="assistant").aget()
+    assert answer.content == "The answer is **HI**."
+    events = await sync_to_async(event_list)(run)
+    assert events[:4] == [
+        ("step", "thinking", "start"),
+        ("step", "thinking", "done"),
+        ("step", "iteration", "start"),
+        ("step", "iteration", "done"),
+    ]
+    assert ("step", "answer", "start") in events
+    assert events[-1] == ("done", None, None)
+    assert events[-2] == ("answer", None, "done")
+    seqs = [
+        e
+        async for e in RunEvent.objects.filter(run=run)
+        .order_by("seq")
+        .values_list("seq", flat=True)
+    ]
+    assert seqs == list(range(1, len(seqs) + 1))
+    done = await RunEvent.objects.filter(run=run, channel="done").aget()
+    assert done.payload["answer"] == "The answer is **HI**."
+    tool_request = llm_server.requests[1]
+    assert [m["role"] for m in tool_request["messages"]][-2:] == ["assistant", "tool"]
+    assert tool_request["messages"][-1]["content"] == "HI"
+
+
+async def test_llm_failure_ends_failed_and_keeps_message(user, chat_model, llm_server, no_launch):
+    llm_server.push({"status": 401, "error_body": {"error": {"message": "Invalid API key"}}})
+    conversation = await sync_to_async(services.conversation_create)(owner=user)
+    message, run, _ = await sync_to_async(post)(conversation, user, "hello?")
+
+    assert await execute_run(run.pk) == "failed"
+
+    run = await Run.objects.aget(pk=run.pk)
+    assert run.status == "failed" and "Invalid API key" in run.error
+    assert await Message.objects.filter(pk=message.pk).aexists()
+    error = await RunEvent.objects.filter(run=run, channel="error").aget()
+    assert "Invalid API key" in error.payload["message"]
+
+
+async def test_stop_cancels_inflight_request(user, chat_model, llm_server, no_launch):
+    llm_server.push({"content": "never", "delay": 30})
+    conversation = await sync_to_async(services.conversation_create)(owner=user)
+    _, run, _ = await sync_to_async(post)(conversation, user, "take your time")
+
+    def stop_when_requested():
+        llm_server.wait_for_requests(1, timeout=10)
+        services.run_cancel(run=Run.objects.get(pk=run.pk))
+
+    stopper = threading.Thread(target=stop_when_requested)
+    stopper.start()
+    started = time.monotonic()
+    status = await execute_run(run.pk)
+    stopper.join()
+
+    assert status == "cancelled"
+    assert time.monotonic() - started < 10  # far less than the scripted 30 s
+    assert llm_server.wait_for_disconnect(timeout=5)
+    run = await Run.objects.aget(pk=run.pk)
+    assert run.status == "cancelled"
+
+
+async def test_followup_during_tool_is_injected(user, chat_model, llm_server, no_launch):
+    conversation = await sync_to_async(services.conversation_create)(owner=user)
+
+    def slow_tool(text: str) -> str:
+        message, _, injected = post(conversation, user, "Also say bye")
+        assert injected
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # wait until the worker picked it up
+            message.refresh_from_db()
+            if message.delivered_at is not None:
+                break
+            time.sleep(0.02)
+        return text.upper()
+
+    register(
+        ToolSpec(
+            name="slow_shout",
+            description="Upper-cases text slowly.",
+            build=lambda config, context: [
+                Tool(
+                    name="slow_shout",
+                    description="Upper-cases text slowly.",
+                    parameters={"type": "object", "properties": {"text": {"type": "string"}}},
+                    func=slow_tool,
+                )
+            ],
+        )
+    )
+    llm_server.push(
+        {"tool_calls": [{"name": "slow_shout", "arguments": {"text": "hi"}}]},
+        {"content": "HI and bye."},
+        {"content": "HI, and bye!"},
+    )
+    _, run, _ = await sync_to_async(post)(conversation, user, "Shout hi")
+
+    assert await execute_run(run.pk) == "succeeded"
+
+    second = llm_server.requests[1]["messages"]
+    assert second[-1]["role"] == "user"
+    assert second[-1]["content"].startswith("[USER INTERRUPT]")
+    assert "Also say bye" in second[-1]["content"]
+    channels = await sync_to_async(event_list)(run)
+    assert ("inject", "inject", None) in channels
+    assert await Run.objects.filter(conversation=conversation).acount() == 1
+
+
+async def test_unconfigured_model_fails_with_clear_message(user, no_launch, db):
+    conversation = await sync_to_async(services.conversation_create)(owner=user)
+    _, run, _ = await sync_to_async(post)(conversation, user, "anyone?")
+    assert await execute_run(run.pk) == "failed"
+    run = await Run.objects.aget(pk=run.pk)
+    assert "No language model is configured" in run.error

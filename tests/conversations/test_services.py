@@ -1,0 +1,115 @@
+"""Services and selectors: messages are saved first, runs start or absorb follow-ups."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentsite.errors import ApplicationError
+from conversations import selectors, services
+from conversations.models import Message, Run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def no_launch(monkeypatch):
+    """Record launches instead of executing runs (the runner is tested separately)."""
+    launched: list[int] = []
+    monkeypatch.setattr("conversations.launcher.launch", launched.append)
+    return launched
+
+
+def test_first_message_saves_creates_run_and_titles(
+    user, chat_model, no_launch, django_capture_on_commit_callbacks
+):
+    conversation = services.conversation_create(owner=user)
+    assert conversation.model == chat_model
+    with django_capture_on_commit_callbacks(execute=True):
+        message, run, injected = services.message_post(
+            conversation=conversation, user=user, content="  What is 2+2?  "
+        )
+    assert not injected
+    assert message.content == "What is 2+2?" and message.seq == 1
+    assert run.status == Run.Status.QUEUED and run.trigger_message == message
+    assert no_launch == [run.pk]  # enqueued only after commit
+    conversation.refresh_from_db()
+    assert conversation.title == "What is 2+2?"
+
+
+def test_message_during_active_run_becomes_pinned_inject(user, chat_model, no_launch):
+    conversation = services.conversation_create(owner=user)
+    _, run, _ = services.message_post(conversation=conversation, user=user, content="first")
+    message, same_run, injected = services.message_post(
+        conversation=conversation, user=user, content="also this"
+    )
+    assert injected and same_run == run
+    assert message.kind == Message.Kind.INJECT and message.pinned and message.run == run
+    assert Run.objects.count() == 1
+
+
+@pytest.mark.parametrize("content", ["", "   "])
+def test_empty_message_is_refused(user, chat_model, content):
+    conversation = services.conversation_create(owner=user)
+    with pytest.raises(ApplicationError):
+        services.message_post(conversation=conversation, user=user, content=content)
+    assert Message.objects.count() == 0
+
+
+def test_oversized_message_refused_and_nothing_saved(user, chat_model, settings):
+    settings.AGENTSITE_MESSAGE_MAX_CHARS = 10
+    conversation = services.conversation_create(owner=user)
+    with pytest.raises(ApplicationError) as info:
+        services.message_post(conversation=conversation, user=user, content="x" * 11)
+    assert info.value.code == "too_large"
+    assert Message.objects.count() == 0 and Run.objects.count() == 0
+
+
+def test_sequence_numbers_increase_per_conversation(user, chat_model, no_launch):
+    a = services.conversation_create(owner=user)
+    b = services.conversation_create(owner=user)
+    seqs = [
+        services.message_create(conversation=a, role="user", content=str(i)).seq for i in range(3)
+    ]
+    assert seqs == [1, 2, 3]
+    assert services.message_create(conversation=b, role="user", content="x").seq == 1
+
+
+def test_cancel_queued_run_not_in_this_process(user, chat_model, no_launch):
+    conversation = services.conversation_create(owner=user)
+    _, run, _ = services.message_post(conversation=conversation, user=user, content="go")
+    services.run_cancel(run=run)
+    run.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED and run.cancel_requested
+
+
+def test_stale_running_run_is_swept_as_interrupted(user, chat_model, no_launch):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    conversation = services.conversation_create(owner=user)
+    _, run, _ = services.message_post(conversation=conversation, user=user, content="go")
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.Status.RUNNING, heartbeat_at=timezone.now() - timedelta(minutes=10)
+    )
+    assert services.run_sweep_stale(conversation=conversation) == 1
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED and "interrupted" in run.error
+    channels = list(run.events.values_list("channel", flat=True))
+    assert channels[-1] == "error"
+
+
+def test_search_by_title_and_content(user, chat_model, no_launch):
+    a = services.conversation_create(owner=user, title="Trip planning")
+    b = services.conversation_create(owner=user, title="Other")
+    services.message_create(conversation=b, role="user", content="the word zebra")
+    assert list(selectors.conversation_list(user=user, search="trip")) == [a]
+    assert list(selectors.conversation_list(user=user, search="zebra")) == [b]
+
+
+def test_pin_toggle(user, chat_model):
+    conversation = services.conversation_create(owner=user)
+    message = services.message_create(conversation=conversation, role="user", content="keep")
+    services.message_set_pinned(message=message, pinned=True)
+    message.refresh_from_db()
+    assert message.pinned
