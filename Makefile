@@ -19,10 +19,9 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 
 install: $(VENV)/.installed
 
-## Debian packages the test suite drives for real: Chromium (browser tests) and Redis.
+## Debian packages the test suite drives for real (Redis for team-mode tests).
 system-deps:
 	@missing=""; \
-	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	if [ -n "$$missing" ]; then \
 	  echo "Installing Debian packages:$$missing"; \

@@ -1,0 +1,123 @@
+"""HTMX views: ownership on every URL, posting, pinning, list actions."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from conversations import services
+from conversations.models import Conversation, Message, Run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def no_launch(monkeypatch):
+    monkeypatch.setattr("conversations.launcher.launch", lambda run_id: None)
+
+
+@pytest.fixture
+def conversation(user, chat_model):
+    return services.conversation_create(owner=user, title="Mine")
+
+
+def test_every_url_is_404_for_another_user(client, other_user, conversation, user):
+    message, run, _ = services.message_post(conversation=conversation, user=user, content="hi")
+    client.force_login(other_user)
+    pk = conversation.pk
+    gets = [f"/c/{pk}/"]
+    posts = [
+        f"/c/{pk}/messages/", f"/c/{pk}/rename/", f"/c/{pk}/archive/", f"/c/{pk}/delete/",
+        f"/c/{pk}/model/", f"/runs/{run.pk}/cancel/", f"/m/{message.pk}/pin/",
+    ]  # fmt: skip
+    for url in gets:
+        assert client.get(url).status_code == 404, url
+    for url in posts:
+        assert client.post(url, {"content": "x", "title": "x"}).status_code == 404, url
+    assert Conversation.objects.filter(pk=pk, title="Mine").exists()
+    assert Message.objects.filter(conversation=conversation).count() == 1
+
+
+def test_post_returns_message_and_run_block(user_client, conversation):
+    response = user_client.post(
+        f"/c/{conversation.pk}/messages/", {"content": "Hello <b>there</b>"}, HTTP_HX_REQUEST="true"
+    )
+    assert response.status_code == 200
+    html = response.content.decode()
+    run = Run.objects.get()
+    assert f'id="run-{run.pk}"' in html and "Hello &lt;b&gt;there&lt;/b&gt;" in html
+    assert f'hx-post="/runs/{run.pk}/cancel/"' in html  # Stop button while active
+
+
+def test_followup_while_running_shows_inject_item(user_client, conversation, user):
+    services.message_post(conversation=conversation, user=user, content="first")
+    response = user_client.post(f"/c/{conversation.pk}/messages/", {"content": "and more"})
+    html = response.content.decode()
+    inject = Message.objects.get(kind="inject")
+    assert f'id="inject-{inject.pk}"' in html and "beforeend:#steps-" in html
+
+
+def test_empty_and_oversized_messages_get_clear_errors(user_client, conversation, settings):
+    response = user_client.post(f"/c/{conversation.pk}/messages/", {"content": "  "})
+    assert response.status_code == 400 and b"Type a message" in response.content
+    settings.AGENTSITE_MESSAGE_MAX_CHARS = 5
+    response = user_client.post(f"/c/{conversation.pk}/messages/", {"content": "123456"})
+    assert response.status_code == 413 and b"too long" in response.content
+    assert Message.objects.count() == 0
+
+
+def test_chat_page_renders_history_with_markdown_and_footer(user_client, conversation, user):
+    message, run, _ = services.message_post(conversation=conversation, user=user, content="q")
+    services.message_create(
+        conversation=conversation, role="assistant", content="**bold** <script>x</script>", run=run
+    )
+    Run.objects.filter(pk=run.pk).update(
+        status="succeeded", iterations=2, usage={"total_tokens": 42}, elapsed=1.5
+    )
+    run.events.create(
+        conversation=conversation, seq=1, channel="done",
+        payload={"answer": "x", "iterations": 2, "usage": {"total_tokens": 42}, "elapsed": 1.5},
+    )  # fmt: skip
+    html = user_client.get(f"/c/{conversation.pk}/").content.decode()
+    assert "<strong>bold</strong>" in html and "<script>x</script>" not in html
+    assert "2 steps" in html and "42 tokens" in html
+    assert f'ws-connect="/ws/conversations/{conversation.pk}/?after=' in html
+
+
+def test_pin_toggle_returns_pressed_button(user_client, conversation, user):
+    message = services.message_create(conversation=conversation, role="user", content="keep")
+    response = user_client.post(reverse("message_pin", args=[message.pk]), {"pinned": "1"})
+    assert 'aria-pressed="true"' in response.content.decode()
+    message.refresh_from_db()
+    assert message.pinned
+    user_client.post(reverse("message_pin", args=[message.pk]), {"pinned": "0"})
+    message.refresh_from_db()
+    assert not message.pinned
+
+
+def test_list_rename_archive_delete(user_client, conversation):
+    item = f'id="conversation-{conversation.pk}"'.encode()
+    assert item in user_client.get("/").content
+    user_client.post(f"/c/{conversation.pk}/rename/", {"title": "Renamed"})
+    conversation.refresh_from_db()
+    assert conversation.title == "Renamed"
+    user_client.post(f"/c/{conversation.pk}/archive/", {"archived": "1"})
+    assert item not in user_client.get("/").content
+    assert item in user_client.get("/?archived=1").content
+    user_client.post(f"/c/{conversation.pk}/delete/")
+    assert not Conversation.objects.filter(pk=conversation.pk).exists()
+
+
+def test_model_not_allowed_is_refused(user_client, conversation, chat_model):
+    from django.contrib.auth.models import Group
+
+    from llms.models import LLMModel
+
+    restricted = LLMModel.objects.create(
+        provider=chat_model.provider, model_id="secret-model", enabled=True
+    )
+    restricted.allowed_groups.add(Group.objects.create(name="vip"))
+    response = user_client.post(f"/c/{conversation.pk}/model/", {"model": restricted.pk})
+    assert response.status_code == 400
+    conversation.refresh_from_db()
+    assert conversation.model == chat_model
