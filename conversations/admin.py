@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from conversations.models import Conversation, Message, Run, RunEvent
+from conversations.models import CompactionSummary, Conversation, Message, Run, RunEvent
 
 
 class MessageInline(admin.TabularInline):
@@ -34,3 +34,34 @@ class RunEventAdmin(admin.ModelAdmin):
     list_display = ("id", "conversation", "run", "seq", "channel")
     list_filter = ("channel",)
     raw_id_fields = ("conversation", "run")
+
+
+@admin.register(CompactionSummary)
+class CompactionSummaryAdmin(admin.ModelAdmin):
+    """Read-only: summaries are written by runs, never by hand."""
+
+    list_display = (
+        "conversation",
+        "covers_up_to_seq",
+        "original_count",
+        "kept_count",
+        "model_used",
+        "created_at",
+    )
+    raw_id_fields = ("conversation", "run")
+    readonly_fields = (
+        "conversation",
+        "run",
+        "summary",
+        "covers_up_to_seq",
+        "original_count",
+        "kept_count",
+        "model_used",
+        "created_at",
+    )
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False

@@ -159,3 +159,29 @@ class APIToken(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+class CompactionSummary(models.Model):
+    """A stored summary of a conversation's older messages, reused and extended by runs."""
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="summaries"
+    )
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="summaries"
+    )
+    summary = models.TextField()
+    covers_up_to_seq = models.PositiveIntegerField(
+        help_text="Messages with this sequence number or lower are summarised (unless pinned)."
+    )
+    original_count = models.PositiveIntegerField()
+    kept_count = models.PositiveIntegerField()
+    model_used = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["conversation", "-covers_up_to_seq", "-id"]
+        verbose_name_plural = "compaction summaries"
+
+    def __str__(self) -> str:
+        return f"Summary of {self.conversation} up to #{self.covers_up_to_seq}"

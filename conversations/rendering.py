@@ -194,7 +194,6 @@ class RunView:
             extra={
                 "original": payload.get("original_messages", 0),
                 "kept": payload.get("kept_messages", 0),
-                "summary": payload.get("summary", ""),
             },
         )
         self.items.append(item)

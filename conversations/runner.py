@@ -19,12 +19,12 @@ from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from django.utils import timezone
 
-from conversations import history as history_mod
+from conversations import compaction
 from conversations.models import Conversation, Message, Run
 from conversations.publisher import RunPublisher
-from engine import CancelToken, ChatMessage, InterruptQueue, LLMError, ReActAgent
+from engine import CancelledRun, CancelToken, InterruptQueue, LLMError, ReActAgent
 from engine.agent import AgentResult
-from engine.events import ErrorEvent
+from engine.events import Compact, ErrorEvent
 
 logger = logging.getLogger(__name__)
 
@@ -51,10 +51,9 @@ class RunSetup:
     conversation: Conversation
     user: Any
     query: str
-    history: list[ChatMessage]
+    history: compaction.StoredHistory
     start_seq: int
     model: Any = None
-    compaction: dict[str, Any] | None = None
     errors: list[str] = field(default_factory=list)
 
 
@@ -75,7 +74,7 @@ def _claim(run_id: int) -> RunSetup | None:
     conversation = run.conversation
     trigger = run.trigger_message
     query = trigger.content if trigger else ""
-    history = history_mod.history_for_run(run=run)
+    history = compaction.history_load(run=run)
     return RunSetup(
         run=run,
         conversation=conversation,
@@ -184,20 +183,23 @@ async def execute_run(run_id: int, *, token: CancelToken | None = None) -> str |
     watcher = RunWatcher(run_id, token, queue, publisher)
     watcher.start()
     started = time.perf_counter()
-    status, error, answer, result = Run.Status.FAILED, "", "", None
+    status, error, answer, result, llm = Run.Status.FAILED, "", "", None, None
     try:
         model, llm, registry = await db(_build_agent_parts)(setup)
-        if setup.compaction:
-            await publisher.publish("compact", setup.compaction)
+        guard = compaction.context_guard_for(model, llm)
+        loaded = await compaction.compact_on_load(setup.history, query=setup.query, guard=guard)
+        if loaded.compacted:
+            await db(compaction.summary_store)(run_id=run_id, result=loaded, model_used=str(model))
+            await publisher.on_event(Compact(loaded.original_messages, loaded.kept_messages))
         agent = ReActAgent(
             llm,
             registry,
             interrupt_queue=queue,
             on_event=publisher.on_event,
             cancel=token,
-            context_guard=history_mod.context_guard_for(model, llm),
+            context_guard=guard,
         )
-        result = await agent.run(setup.query, setup.history)
+        result = await agent.run(setup.query, loaded.messages)
         if result.status != "cancelled":
             chunks = [chunk async for chunk in agent.stream_answer(result, setup.query)]
             answer = "".join(chunks)
@@ -205,6 +207,8 @@ async def execute_run(run_id: int, *, token: CancelToken | None = None) -> str |
         error = result.error or ""
         if status == "failed" and not error:
             error = result.answer
+    except CancelledRun:
+        status = Run.Status.CANCELLED
     except LLMSetupError as exc:
         error = str(exc)
     except LLMError as exc:
@@ -214,6 +218,8 @@ async def execute_run(run_id: int, *, token: CancelToken | None = None) -> str |
         error = f"The run stopped because of an internal error ({type(exc).__name__})."
     finally:
         await watcher.stop()
+        if llm is not None and hasattr(llm, "aclose"):
+            await llm.aclose()
     elapsed = time.perf_counter() - started
     if status == "failed":
         await publisher.publish("error", ErrorEvent(_readable(error), "failed").to_dict())

@@ -150,3 +150,12 @@ def _back(request: HttpRequest, conversation) -> HttpResponse:
     if request.POST.get("next") == "list":
         return redirect("conversation_list")
     return redirect("conversation_detail", conversation_id=conversation.pk)
+
+
+@require_GET
+def run_summary(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The compaction summary a run produced (read from the divider)."""
+    run = selectors.run_get(user=request.user, run_id=run_id)
+    summary = run.summaries.order_by("-created_at").first()
+    text = summary.summary if summary else "No summary was stored for this run."
+    return render(request, f"{PARTIALS}#summary-text", {"text": text})

@@ -1,0 +1,514 @@
+"""The JSON API and the Server-Sent Events stream (DESIGN.md sections 3 and 4).
+
+Views are thin: :func:`conversations.apiauth.api_view` authenticates, rate limits and
+turns ``ApplicationError``/``Http404`` into JSON; the work is done by the same services
+and selectors as the HTMX views, so the API and the browser cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.db import close_old_connections
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.urls import reverse
+
+from agentsite.errors import ApplicationError
+from conversations import eventlog, selectors, services
+from conversations import models as conversation_models
+from conversations.apiauth import api_view, json_error
+from conversations.models import Conversation, Message, Run, RunEvent
+from conversations.publisher import conversation_group
+
+logger = logging.getLogger(__name__)
+
+HEARTBEAT_SECONDS = 15.0
+TERMINAL_CHANNELS = frozenset({"done", "error"})
+LIST_LIMIT_DEFAULT = 100
+LIST_LIMIT_MAX = 500
+# JSON may spell one character as a 12-byte surrogate-pair escape: never refuse a body
+# whose message could still be within the character limit, but refuse before parsing
+# anything larger.
+BODY_BYTES_PER_CHAR = 12
+BODY_OVERHEAD_BYTES = 64 * 1024
+
+
+def heartbeat_interval() -> float:
+    return float(getattr(settings, "AGENTSITE_SSE_HEARTBEAT", HEARTBEAT_SECONDS))
+
+
+def body_max_bytes() -> int:
+    return services.message_max_chars() * BODY_BYTES_PER_CHAR + BODY_OVERHEAD_BYTES
+
+
+# --------------------------------------------------------------------------- input
+
+
+def _json_body(request: HttpRequest) -> dict[str, Any]:
+    """The request's JSON object; 413 when too large (checked before reading), 400 if bad."""
+    limit = body_max_bytes()
+    too_large = ApplicationError(
+        f"The request body is too large (the limit is {limit:,} bytes).", code="too_large"
+    )
+    try:
+        declared = int(request.headers.get("Content-Length") or 0)
+    except ValueError:
+        declared = 0
+    if declared > limit:
+        raise too_large
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        raise too_large from None
+    if len(raw) > limit:
+        raise too_large
+    if not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApplicationError(f"The request body is not valid JSON: {exc}.") from None
+    if not isinstance(data, dict):
+        raise ApplicationError(
+            "The request body must be a JSON object.", extra={"__all__": ["Expected an object."]}
+        )
+    return data
+
+
+def _check_fields(data: dict[str, Any], allowed: set[str]) -> None:
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise ApplicationError(
+            f"Unknown field(s): {', '.join(unknown)}.",
+            extra={name: ["Unknown field."] for name in unknown},
+        )
+
+
+def _string(data: dict[str, Any], name: str, *, max_chars: int | None = None) -> str | None:
+    value = data.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ApplicationError(f"'{name}' must be a string.", extra={name: ["Must be a string."]})
+    if max_chars is not None and len(value) > max_chars:
+        raise ApplicationError(
+            f"'{name}' is too long.", extra={name: [f"At most {max_chars} characters."]}
+        )
+    return value
+
+
+def _model_for(user, model_id: Any):
+    """The model row for a request's ``model`` id; a field error when not allowed."""
+    from llms.selectors import model_get_for_user
+
+    if isinstance(model_id, bool) or not isinstance(model_id, int | str):
+        raise ApplicationError("'model' must be a model id.", extra={"model": ["Must be an id."]})
+    try:
+        return model_get_for_user(user=user, model_id=model_id)
+    except ApplicationError as exc:
+        raise ApplicationError(exc.message, extra={"model": [exc.message]}) from None
+
+
+# -------------------------------------------------------------------------- output
+
+
+def conversation_summary(conversation: Conversation) -> dict[str, Any]:
+    model = conversation.model
+    return {
+        "id": conversation.pk,
+        "title": conversation.title,
+        "model": _model_ref(model) if model is not None else None,
+        "archived": conversation.archived,
+        "created_at": conversation.created_at,
+        "updated_at": conversation.updated_at,
+        "last_event_seq": conversation.last_event_seq,
+        "url": reverse("api_conversation", args=[conversation.pk]),
+        "events_url": reverse("api_conversation_events", args=[conversation.pk]),
+    }
+
+
+def _model_ref(model) -> dict[str, Any]:
+    return {"id": model.pk, "name": str(model)}
+
+
+def message_out(message: Message) -> dict[str, Any]:
+    return {
+        "id": message.pk,
+        "seq": message.seq,
+        "role": message.role,
+        "kind": message.kind,
+        "content": message.content,
+        "reasoning": message.reasoning,
+        "pinned": message.pinned,
+        "usage": message.usage,
+        "run_id": message.run_id,
+        "delivered_at": message.delivered_at,
+        "created_at": message.created_at,
+    }
+
+
+def run_out(run: Run) -> dict[str, Any]:
+    return {
+        "id": run.pk,
+        "status": run.status,
+        "trigger_message_id": run.trigger_message_id,
+        "iterations": run.iterations,
+        "usage": run.usage,
+        "elapsed": run.elapsed,
+        "error": run.error,
+        "cancel_requested": run.cancel_requested,
+        "created_at": run.created_at,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+    }
+
+
+def _row_out(row) -> dict[str, Any]:
+    """A row of a model this module does not know the shape of (all concrete fields)."""
+    out: dict[str, Any] = {}
+    for field in row._meta.concrete_fields:
+        if field.name == "conversation":
+            continue
+        name = field.attname if field.is_relation else field.name
+        out["id" if field.primary_key else name] = getattr(row, field.attname)
+    return out
+
+
+def conversation_detail_out(conversation: Conversation) -> dict[str, Any]:
+    out = conversation_summary(conversation)
+    out["messages"] = [message_out(m) for m in conversation.messages.order_by("seq")]
+    runs = list(conversation.runs.order_by("created_at", "id"))
+    out["runs"] = [run_out(run) for run in runs]
+    out["active_run_id"] = next((r.pk for r in reversed(runs) if r.is_active), None)
+    # CompactionSummary arrives with context management (issue 6); until then: none.
+    summary_model = getattr(conversation_models, "CompactionSummary", None)
+    if summary_model is not None:
+        rows = summary_model.objects.filter(conversation=conversation).order_by("pk")
+        out["compaction_summaries"] = [_row_out(row) for row in rows]
+    else:
+        out["compaction_summaries"] = []
+    return out
+
+
+def model_out(model) -> dict[str, Any]:
+    """What a user may know of a model: never the provider's URL, key or headers."""
+    return {
+        "id": model.pk,
+        "name": str(model),
+        "model_id": model.model_id,
+        "provider": model.provider.name,
+        "is_default": model.is_default,
+        "abilities": model.abilities,
+        "context_window": model.context_window,
+        "max_output_tokens": model.max_output_tokens,
+        "roles": model.roles,
+    }
+
+
+# --------------------------------------------------------------------------- views
+
+
+@api_view("GET", "POST")
+def conversations(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        return _conversation_create(request)
+    try:
+        limit = min(LIST_LIMIT_MAX, max(1, int(request.GET.get("limit", LIST_LIMIT_DEFAULT))))
+        offset = max(0, int(request.GET.get("offset", 0)))
+    except ValueError:
+        raise ApplicationError(
+            "'limit' and 'offset' must be whole numbers.",
+            extra={"limit": ["Must be a whole number."], "offset": ["Must be a whole number."]},
+        ) from None
+    qs = selectors.conversation_list(
+        user=request.user,
+        search=request.GET.get("q", "").strip(),
+        archived=request.GET.get("archived") in ("1", "true"),
+    ).select_related("model")
+    page = list(qs[offset : offset + limit])
+    return JsonResponse(
+        {
+            "count": qs.count(),
+            "offset": offset,
+            "limit": limit,
+            "conversations": [conversation_summary(c) for c in page],
+        }
+    )
+
+
+def _conversation_create(request: HttpRequest) -> HttpResponse:
+    data = _json_body(request)
+    _check_fields(data, {"title", "model"})
+    title = _string(data, "title", max_chars=200) or ""
+    model = None
+    if data.get("model") is not None:
+        model = _model_for(request.user, data["model"])
+    conversation = services.conversation_create(owner=request.user, title=title, model=model)
+    response = JsonResponse(conversation_detail_out(conversation), status=201)
+    response["Location"] = reverse("api_conversation", args=[conversation.pk])
+    return response
+
+
+@api_view("GET", "PATCH", "DELETE")
+def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    conv = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
+    if request.method == "DELETE":
+        services.conversation_delete(conversation=conv)
+        return HttpResponse(status=204)
+    if request.method == "PATCH":
+        data = _json_body(request)
+        _check_fields(data, {"title", "model", "archived"})
+        if not data:
+            raise ApplicationError(
+                "Nothing to change: send title, model or archived.",
+                extra={"__all__": ["Send at least one of: title, model, archived."]},
+            )
+        title = _string(data, "title", max_chars=200)
+        archived = data.get("archived")
+        if archived is not None and not isinstance(archived, bool):
+            raise ApplicationError(
+                "'archived' must be true or false.", extra={"archived": ["Must be a boolean."]}
+            )
+        model = _model_for(request.user, data["model"]) if "model" in data else None
+        if "title" in data:
+            services.conversation_rename(conversation=conv, title=title or "")
+        if model is not None:
+            services.conversation_set_model(conversation=conv, user=request.user, model_id=model.pk)
+        if archived is not None:
+            services.conversation_archive(conversation=conv, archived=archived)
+    return JsonResponse(conversation_detail_out(conv))
+
+
+@api_view("POST")
+def message_create(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    conv = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
+    data = _json_body(request)
+    _check_fields(data, {"content"})
+    if "content" not in data:
+        raise ApplicationError("'content' is required.", extra={"content": ["Required."]})
+    content = _string(data, "content") or ""
+    message, run, injected = services.message_post(
+        conversation=conv, user=request.user, content=content
+    )
+    return JsonResponse(
+        {
+            "message_id": message.pk,
+            "run_id": run.pk,
+            "injected": injected,
+            "run_status": run.status,
+            "events_url": reverse("api_conversation_events", args=[conv.pk]),
+        },
+        status=202,
+    )
+
+
+@api_view("POST")
+def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = services.run_cancel(run=selectors.run_get(user=request.user, run_id=run_id))
+    return JsonResponse(run_out(run), status=202)
+
+
+@api_view("POST")
+def message_pin(request: HttpRequest, message_id: int) -> HttpResponse:
+    message = selectors.message_get(user=request.user, message_id=message_id)
+    return JsonResponse(message_out(services.message_set_pinned(message=message, pinned=True)))
+
+
+@api_view("POST")
+def message_unpin(request: HttpRequest, message_id: int) -> HttpResponse:
+    message = selectors.message_get(user=request.user, message_id=message_id)
+    return JsonResponse(message_out(services.message_set_pinned(message=message, pinned=False)))
+
+
+@api_view("GET")
+def models(request: HttpRequest) -> HttpResponse:
+    from llms.selectors import models_for_user
+
+    return JsonResponse({"models": [model_out(m) for m in models_for_user(user=request.user)]})
+
+
+@api_view("GET")
+def tools(request: HttpRequest) -> HttpResponse:
+    from tools.services import tools_available_for_user
+
+    return JsonResponse({"tools": tools_available_for_user(user=request.user)})
+
+
+def schema(request: HttpRequest) -> HttpResponse:
+    """The OpenAPI document; public, like any API description."""
+    from conversations.openapi import openapi_document
+
+    return JsonResponse(openapi_document(), json_dumps_params={"indent": 2})
+
+
+schema.login_required = False  # type: ignore[attr-defined]
+
+
+def not_found(request: HttpRequest, path: str = "") -> HttpResponse:
+    """Unknown /api/ paths answer JSON, not the HTML 404 page or a login redirect."""
+    return json_error(404, "No such API endpoint. See /api/schema.")
+
+
+not_found.login_required = False  # type: ignore[attr-defined]
+not_found.csrf_exempt = True  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------------------- SSE
+
+
+def _db(fn):
+    """ORM work from the stream's coroutine, in a worker thread with fresh connections."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        close_old_connections()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            close_old_connections()
+
+    return sync_to_async(call, thread_sensitive=False)
+
+
+def _start_after(request: HttpRequest) -> int | None:
+    """The sequence number to resume after: Last-Event-ID, else ?after=N, else None."""
+    for name, raw in (
+        ("Last-Event-ID", request.headers.get("Last-Event-ID")),
+        ("after", request.GET.get("after")),
+    ):
+        if raw is None or raw.strip() == "":
+            continue
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            value = -1
+        if value < 0:
+            raise ApplicationError(
+                f"{name} must be a non-negative event id.",
+                extra={name: ["Must be an integer >= 0."]},
+            )
+        return value
+    return None
+
+
+def default_start(conversation_id: int) -> int:
+    """Where a stream without Last-Event-ID starts: just before the latest run's first event.
+
+    A run without events yet (queued a moment ago by the client now opening the stream)
+    is the latest run too: the stream then starts after everything so far. The
+    high-water mark is read *before* looking for the run's events, so an event published
+    in between is never skipped.
+    """
+    tail = eventlog.tail_get(conversation_id)
+    stored = Conversation.objects.filter(pk=conversation_id).values_list(
+        "last_event_seq", flat=True
+    )
+    high = max([*stored, *(entry[0] for entry in tail), 0])
+    latest = (
+        Run.objects.filter(conversation_id=conversation_id)
+        .order_by("-created_at", "-id")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if latest is None:
+        return high
+    first_row = (
+        RunEvent.objects.filter(run_id=latest).order_by("seq").values_list("seq", flat=True)
+    ).first()
+    seqs = [seq for seq, run_id, _c, _p in eventlog.tail_get(conversation_id) if run_id == latest]
+    if first_row is not None:
+        seqs.append(first_row)
+    return min(seqs) - 1 if seqs else high
+
+
+def _other_run_active(conversation_id: int, run_id: int | None) -> bool:
+    """Whether a run other than ``run_id`` is queued or running (more events will come)."""
+    qs = Run.objects.filter(conversation_id=conversation_id, status__in=Run.ACTIVE_STATUSES)
+    if run_id is not None:
+        qs = qs.exclude(pk=run_id)
+    return qs.exists()
+
+
+def _more_expected(conversation_id: int, replay: list[eventlog.Entry]) -> bool:
+    """Whether a stream without ``follow`` should wait for live events after its replay."""
+    if replay and replay[-1][2] not in TERMINAL_CHANNELS:
+        return True  # joined mid-run
+    return _other_run_active(conversation_id, replay[-1][1] if replay else None)
+
+
+def sse_frame(seq: int, channel: str, payload: Any) -> bytes:
+    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return f"id: {seq}\nevent: {channel}\ndata: {data}\n\n".encode()
+
+
+HEARTBEAT_FRAME = b": heartbeat\n\n"
+
+
+async def event_stream(conversation_id: int, after: int, *, follow: bool) -> AsyncIterator[bytes]:
+    """Replay events after ``after`` from the log, then follow the live group.
+
+    Joins the group *before* reading the log, so an event is either in the replay or
+    arrives live (or both: live ones at or below the last sent id are dropped). A gap in
+    the live ids (the layer dropped a message) is filled from the log. Ends after a
+    terminal event when no other run is pending, unless ``follow``.
+    """
+    layer = get_channel_layer()
+    group = conversation_group(conversation_id)
+    channel = await layer.new_channel()
+    last = after
+    await layer.group_add(group, channel)
+    try:
+        replay = await _db(eventlog.events_after)(conversation_id, after)
+        for seq, _run_id, event, payload in replay:
+            yield sse_frame(seq, event, payload)
+            last = seq
+        if not follow and not await _db(_more_expected)(conversation_id, replay):
+            return
+        interval = heartbeat_interval()
+        while True:
+            try:
+                message = await asyncio.wait_for(layer.receive(channel), timeout=interval)
+            except TimeoutError:
+                yield HEARTBEAT_FRAME
+                continue
+            if message.get("type") != "run.event" or message["seq"] <= last:
+                continue
+            entries = [(message["seq"], message["run_id"], message["channel"], message["payload"])]
+            if message["seq"] > last + 1:
+                entries = await _db(eventlog.events_after)(conversation_id, last)
+            for seq, run_id, event, payload in entries:
+                if seq <= last:
+                    continue
+                yield sse_frame(seq, event, payload)
+                last = seq
+                if (
+                    event in TERMINAL_CHANNELS
+                    and not follow
+                    and not await _db(_other_run_active)(conversation_id, run_id)
+                ):
+                    return
+    finally:
+        await layer.group_discard(group, channel)
+
+
+@api_view("GET")
+async def conversation_events(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """``text/event-stream`` of the conversation's events (DESIGN.md section 4)."""
+    await _db(selectors.conversation_get)(user=request.user, conversation_id=conversation_id)
+    after = _start_after(request)
+    if after is None:
+        after = await _db(default_start)(conversation_id)
+    follow = request.GET.get("follow", "") in ("1", "true", "yes")
+    response = StreamingHttpResponse(
+        event_stream(conversation_id, after, follow=follow), content_type="text/event-stream"
+    )
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response

@@ -1,0 +1,151 @@
+"""The API's front door: bearer-token or session auth, CSRF, rate limit, JSON errors.
+
+``api_view("GET", "POST")`` wraps a sync or async view so that:
+
+- ``Authorization: Bearer <token>`` authenticates with a personal API token; a wrong or
+  revoked token is refused (401) even if a session cookie is present. Without the header
+  the browser session is used. Anonymous requests get 401 JSON, never a login redirect.
+- Bearer requests need no CSRF token (a cross-site page cannot set that header);
+  session-authenticated unsafe requests must pass Django's CSRF check, as forms do.
+- Each client (token, or user for sessions) is rate limited (429 with Retry-After).
+- ``ApplicationError`` becomes 400 (413 for ``too_large``) with field messages and
+  ``Http404`` becomes a JSON 404, so views stay thin.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from asgiref.sync import iscoroutinefunction, sync_to_async
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.middleware.csrf import CsrfViewMiddleware
+
+from agentsite.errors import ApplicationError
+from conversations import ratelimit
+from conversations.tokens import token_verify
+
+__all__ = ["api_view", "json_error"]
+
+logger = logging.getLogger(__name__)
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
+_csrf = CsrfViewMiddleware(lambda request: HttpResponse())
+
+
+def json_error(
+    status: int,
+    message: str,
+    *,
+    fields: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JsonResponse:
+    """The API's one error shape: ``{"error": message}`` plus ``fields`` for bad input."""
+    body: dict[str, Any] = {"error": message}
+    if fields is not None:
+        body["fields"] = fields
+    return JsonResponse(body, status=status, headers=headers)
+
+
+def error_from_exception(exc: ApplicationError) -> JsonResponse:
+    status = 413 if exc.code == "too_large" else 400
+    return json_error(status, exc.message, fields=exc.extra or {})
+
+
+def _unauthorized(message: str) -> JsonResponse:
+    return json_error(401, message, headers={"WWW-Authenticate": 'Bearer realm="agentsite"'})
+
+
+def _front_door(request: HttpRequest, methods: tuple[str, ...]) -> HttpResponse | None:
+    """Everything before the view runs (sync: it may touch the database)."""
+    if request.method not in methods:
+        allowed = ", ".join(methods)
+        return json_error(405, f"Method {request.method} not allowed.", headers={"Allow": allowed})
+    header = request.headers.get("Authorization", "")
+    token = None
+    if header:
+        scheme, _, credentials = header.partition(" ")
+        if scheme.lower() != "bearer" or not credentials.strip():
+            return _unauthorized("Use the header 'Authorization: Bearer <token>'.")
+        token = token_verify(credentials)
+        if token is None:
+            return _unauthorized("The API token is wrong or has been revoked.")
+        request.user = token.user
+        request.api_token = token  # type: ignore[attr-defined]
+    elif not request.user.is_authenticated:
+        return _unauthorized(
+            "Authentication required: send 'Authorization: Bearer <token>' "
+            "(create a token under Settings > API tokens) or log in."
+        )
+    client = f"token:{token.pk}" if token is not None else f"user:{request.user.pk}"
+    verdict = ratelimit.rate_limit_hit(client)
+    request.rate_limit = verdict  # type: ignore[attr-defined]
+    if not verdict.allowed:
+        return json_error(
+            429,
+            f"Too many requests: the limit is {verdict.limit} a minute. "
+            f"Try again in {verdict.retry_after} s.",
+            headers={"Retry-After": str(verdict.retry_after)},
+        )
+    session_write = token is None and request.method not in SAFE_METHODS
+    if session_write and _csrf.process_view(request, None, (), {}) is not None:
+        return json_error(
+            403,
+            "CSRF check failed. Browser sessions must send the X-CSRFToken header; "
+            "scripts should use a bearer token.",
+        )
+    return None
+
+
+def _finish(request: HttpRequest, response: HttpResponse) -> HttpResponse:
+    verdict = getattr(request, "rate_limit", None)
+    if verdict is not None and verdict.limit:
+        response.headers.setdefault("X-RateLimit-Limit", str(verdict.limit))
+        response.headers.setdefault("X-RateLimit-Remaining", str(verdict.remaining))
+    return response
+
+
+def api_view(*methods: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate an API view (sync or async) accepting ``methods``."""
+    allowed = tuple(method.upper() for method in methods) or ("GET",)
+
+    def decorator(view: Callable[..., Any]) -> Callable[..., Any]:
+        if iscoroutinefunction(view):
+
+            @functools.wraps(view)
+            async def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+                refusal = await sync_to_async(_front_door)(request, allowed)
+                if refusal is not None:
+                    return _finish(request, refusal)
+                try:
+                    response = await view(request, *args, **kwargs)
+                except ApplicationError as exc:
+                    response = error_from_exception(exc)
+                except Http404:
+                    response = json_error(404, "Not found.")
+                return _finish(request, response)
+
+        else:
+
+            @functools.wraps(view)
+            def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+                refusal = _front_door(request, allowed)
+                if refusal is not None:
+                    return _finish(request, refusal)
+                try:
+                    response = view(request, *args, **kwargs)
+                except ApplicationError as exc:
+                    response = error_from_exception(exc)
+                except Http404:
+                    response = json_error(404, "Not found.")
+                return _finish(request, response)
+
+        # CSRF is enforced above for session-authenticated requests only, and
+        # authentication answers 401 instead of LoginRequiredMiddleware's redirect.
+        wrapped.csrf_exempt = True  # type: ignore[attr-defined]
+        wrapped.login_required = False  # type: ignore[attr-defined]
+        return wrapped
+
+    return decorator

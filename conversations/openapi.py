@@ -1,0 +1,477 @@
+"""The OpenAPI 3.1 description of the JSON API, served at ``/api/schema``.
+
+Kept as a plain dict next to the views it describes; ``tests/api`` checks that every
+route in ``conversations.api_urls`` is documented, so the two cannot drift silently.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["openapi_document"]
+
+_NULLABLE_INT = {"type": ["integer", "null"]}
+_NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time"}
+_TIME = {"type": "string", "format": "date-time"}
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"$ref": "#/components/responses/" + description}
+
+
+def _id_param(name: str, what: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "path",
+        "required": True,
+        "description": f"The {what}'s id (another user's id answers 404).",
+        "schema": {"type": "integer"},
+    }
+
+
+def _body(schema: dict[str, Any], required: bool = True) -> dict[str, Any]:
+    return {"required": required, "content": {"application/json": {"schema": schema}}}
+
+
+SCHEMAS: dict[str, Any] = {
+    "Error": {
+        "type": "object",
+        "required": ["error"],
+        "properties": {
+            "error": {"type": "string", "description": "A message safe to show to a person."},
+            "fields": {
+                "type": "object",
+                "additionalProperties": {"type": "array", "items": {"type": "string"}},
+                "description": "Messages per request field (400 and 413 only).",
+            },
+        },
+    },
+    "ModelRef": {
+        "type": ["object", "null"],
+        "properties": {"id": {"type": "integer"}, "name": {"type": "string"}},
+    },
+    "Conversation": {
+        "type": "object",
+        "properties": {
+            "id": {"type": "integer"},
+            "title": {"type": "string"},
+            "model": _ref("ModelRef"),
+            "archived": {"type": "boolean"},
+            "created_at": _TIME,
+            "updated_at": _TIME,
+            "last_event_seq": {"type": "integer", "description": "Last durable event id."},
+            "url": {"type": "string"},
+            "events_url": {"type": "string"},
+        },
+    },
+    "ConversationList": {
+        "type": "object",
+        "properties": {
+            "count": {"type": "integer"},
+            "offset": {"type": "integer"},
+            "limit": {"type": "integer"},
+            "conversations": {"type": "array", "items": _ref("Conversation")},
+        },
+    },
+    "Message": {
+        "type": "object",
+        "properties": {
+            "id": {"type": "integer"},
+            "seq": {"type": "integer"},
+            "role": {"enum": ["user", "assistant", "system"]},
+            "kind": {
+                "enum": ["chat", "inject"],
+                "description": "inject = a follow-up sent while a run was active.",
+            },
+            "content": {"type": "string"},
+            "reasoning": {"type": "string"},
+            "pinned": {"type": "boolean", "description": "Pinned messages survive compaction."},
+            "usage": {"type": "object"},
+            "run_id": _NULLABLE_INT,
+            "delivered_at": _NULLABLE_TIME,
+            "created_at": _TIME,
+        },
+    },
+    "Run": {
+        "type": "object",
+        "properties": {
+            "id": {"type": "integer"},
+            "status": {"enum": ["queued", "running", "succeeded", "failed", "cancelled", "paused"]},
+            "trigger_message_id": _NULLABLE_INT,
+            "iterations": {"type": "integer"},
+            "usage": {"type": "object"},
+            "elapsed": {"type": ["number", "null"], "description": "Seconds."},
+            "error": {"type": "string"},
+            "cancel_requested": {"type": "boolean"},
+            "created_at": _TIME,
+            "started_at": _NULLABLE_TIME,
+            "finished_at": _NULLABLE_TIME,
+        },
+    },
+    "ConversationDetail": {
+        "allOf": [
+            _ref("Conversation"),
+            {
+                "type": "object",
+                "properties": {
+                    "messages": {"type": "array", "items": _ref("Message")},
+                    "runs": {"type": "array", "items": _ref("Run")},
+                    "active_run_id": _NULLABLE_INT,
+                    "compaction_summaries": {
+                        "type": "array",
+                        "items": {"type": "object"},
+                        "description": "Summaries that replaced older messages in the "
+                        "model's context (the messages themselves are kept).",
+                    },
+                },
+            },
+        ]
+    },
+    "MessagePosted": {
+        "type": "object",
+        "required": ["message_id", "run_id", "injected"],
+        "properties": {
+            "message_id": {"type": "integer"},
+            "run_id": {"type": "integer"},
+            "injected": {
+                "type": "boolean",
+                "description": "true: delivered to the run already active; false: a new run.",
+            },
+            "run_status": {"type": "string"},
+            "events_url": {"type": "string"},
+        },
+    },
+    "Model": {
+        "type": "object",
+        "properties": {
+            "id": {"type": "integer"},
+            "name": {"type": "string"},
+            "model_id": {"type": "string"},
+            "provider": {"type": "string"},
+            "is_default": {"type": "boolean"},
+            "abilities": {"type": "object"},
+            "context_window": _NULLABLE_INT,
+            "max_output_tokens": _NULLABLE_INT,
+            "roles": {"type": "array", "items": {"type": "string"}},
+        },
+    },
+    "Tool": {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "description": {"type": "string"},
+            "requires_confirmation": {"type": "boolean"},
+        },
+    },
+}
+
+EVENTS_DESCRIPTION = """\
+Server-Sent Events (`text/event-stream`). Each event has `id:` (the conversation-wide
+sequence number), `event:` (the protocol channel) and `data:` (the JSON payload):
+
+- `step`: `{type:"thinking", status:"start", iteration}`,
+  `{type:"thinking", status:"done", iteration, reasoning}`,
+  `{type:"iteration", status:"start", iteration, tool_name, tool_args}`,
+  `{type:"iteration", status:"done", iteration, tool_name, observation, error, iter_elapsed}`,
+  `{type:"answer", status:"start"}` (the answer stream follows)
+- `answer`: `{status:"start"}`, `{status:"delta", content}`, `{status:"done"}`
+- `compact`: `{original_messages, kept_messages}`
+- `phase`: `{phase:"selecting_tools", total_tools}`
+- `inject`: `{type:"inject", content}`
+- `done`: `{answer, iterations, usage, elapsed}`
+- `error`: `{message, status}` (status `failed` or `cancelled`)
+
+Resume with the `Last-Event-ID` header (browsers' EventSource sends it) or `?after=N`:
+every event after that id is replayed from the durable log, then live events follow,
+none lost or repeated. Without either, the stream starts at the first event of the
+latest run. Comment lines (`: heartbeat`) keep idle connections open every 15 s. The
+stream ends after a run's `done` or `error` unless `?follow=1`.
+"""
+
+
+def _paths() -> dict[str, Any]:
+    auth_errors = {"401": _error("Unauthorized"), "429": _error("TooManyRequests")}
+    conversation_id = _id_param("conversation_id", "conversation")
+    return {
+        "/api/conversations": {
+            "get": {
+                "summary": "List your conversations (newest first)",
+                "operationId": "listConversations",
+                "parameters": [
+                    {
+                        "name": "q",
+                        "in": "query",
+                        "schema": {"type": "string"},
+                        "description": "Search titles and message text.",
+                    },
+                    {"name": "archived", "in": "query", "schema": {"enum": ["0", "1"]}},
+                    {
+                        "name": "limit",
+                        "in": "query",
+                        "schema": {"type": "integer", "default": 100, "maximum": 500},
+                    },
+                    {"name": "offset", "in": "query", "schema": {"type": "integer", "default": 0}},
+                ],  # fmt: skip
+                "responses": {
+                    "200": _json(_ref("ConversationList"), "Your conversations."),
+                    **auth_errors,
+                },
+            },
+            "post": {
+                "summary": "Create a conversation",
+                "operationId": "createConversation",
+                "requestBody": _body(
+                    {
+                        "type": "object",
+                        "properties": {
+                            "title": {"type": "string", "maxLength": 200},
+                            "model": {
+                                "type": ["integer", "null"],
+                                "description": "A model id from GET /api/models; "
+                                "default: the site default.",
+                            },
+                        },
+                        "additionalProperties": False,
+                    },
+                    required=False,
+                ),
+                "responses": {
+                    "201": _json(_ref("ConversationDetail"), "Created."),
+                    "400": _error("BadRequest"),
+                    **auth_errors,
+                },
+            },
+        },
+        "/api/conversations/{conversation_id}": {
+            "parameters": [conversation_id],
+            "get": {
+                "summary": "A conversation with its messages, runs and compaction summaries",
+                "operationId": "getConversation",
+                "responses": {
+                    "200": _json(_ref("ConversationDetail"), "The conversation."),
+                    "404": _error("NotFound"),
+                    **auth_errors,
+                },
+            },
+            "patch": {
+                "summary": "Rename, switch model, archive or restore",
+                "operationId": "updateConversation",
+                "requestBody": _body(
+                    {
+                        "type": "object",
+                        "minProperties": 1,
+                        "properties": {
+                            "title": {"type": "string", "minLength": 1, "maxLength": 200},
+                            "model": {"type": "integer"},
+                            "archived": {"type": "boolean"},
+                        },
+                        "additionalProperties": False,
+                    }
+                ),
+                "responses": {
+                    "200": _json(_ref("ConversationDetail"), "Updated."),
+                    "400": _error("BadRequest"),
+                    "404": _error("NotFound"),
+                    **auth_errors,
+                },
+            },
+            "delete": {
+                "summary": "Delete a conversation (stops its active run)",
+                "operationId": "deleteConversation",
+                "responses": {
+                    "204": {"description": "Deleted."},
+                    "404": _error("NotFound"),
+                    **auth_errors,
+                },
+            },  # fmt: skip
+        },
+        "/api/conversations/{conversation_id}/messages": {
+            "parameters": [conversation_id],
+            "post": {
+                "summary": "Send a message: starts a run, or joins the active one",
+                "operationId": "postMessage",
+                "description": "When a run is active the message is delivered to it as a "
+                "follow-up (`injected: true`). Then read the run's events from "
+                "`GET /api/conversations/{id}/events`.",
+                "requestBody": _body(
+                    {
+                        "type": "object",
+                        "required": ["content"],
+                        "properties": {"content": {"type": "string", "minLength": 1}},
+                        "additionalProperties": False,
+                    }
+                ),
+                "responses": {
+                    "202": _json(_ref("MessagePosted"), "Accepted; the run works on it."),
+                    "400": _error("BadRequest"),
+                    "404": _error("NotFound"),
+                    "413": _error("TooLarge"),
+                    **auth_errors,
+                },
+            },
+        },
+        "/api/conversations/{conversation_id}/events": {
+            "parameters": [conversation_id],
+            "get": {
+                "summary": "Stream the conversation's events (Server-Sent Events)",
+                "operationId": "streamEvents",
+                "description": EVENTS_DESCRIPTION,
+                "parameters": [
+                    {
+                        "name": "Last-Event-ID",
+                        "in": "header",
+                        "schema": {"type": "integer"},
+                        "description": "Replay everything after this event id.",
+                    },
+                    {
+                        "name": "after",
+                        "in": "query",
+                        "schema": {"type": "integer"},
+                        "description": "Same as Last-Event-ID (the header wins).",
+                    },
+                    {
+                        "name": "follow",
+                        "in": "query",
+                        "schema": {"enum": ["0", "1"]},
+                        "description": "1: keep the stream open across runs.",
+                    },
+                ],  # fmt: skip
+                "responses": {
+                    "200": {
+                        "description": "An endless or run-long event stream.",
+                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                    },
+                    "400": _error("BadRequest"),
+                    "404": _error("NotFound"),
+                    **auth_errors,
+                },
+            },
+        },
+        "/api/runs/{run_id}/cancel": {
+            "parameters": [_id_param("run_id", "run")],
+            "post": {
+                "summary": "Stop a run (ends its LLM request and tools at the next step)",
+                "operationId": "cancelRun",
+                "responses": {
+                    "202": _json(_ref("Run"), "Cancellation requested (or already finished)."),
+                    "404": _error("NotFound"),
+                    **auth_errors,
+                },
+            },
+        },
+        "/api/messages/{message_id}/pin": {
+            "parameters": [_id_param("message_id", "message")],
+            "post": {
+                "summary": "Pin a message (kept verbatim when older context is summarised)",
+                "operationId": "pinMessage",
+                "responses": {
+                    "200": _json(_ref("Message"), "Pinned."),
+                    "404": _error("NotFound"),
+                    **auth_errors,
+                },
+            },
+        },
+        "/api/messages/{message_id}/unpin": {
+            "parameters": [_id_param("message_id", "message")],
+            "post": {
+                "summary": "Unpin a message",
+                "operationId": "unpinMessage",
+                "responses": {
+                    "200": _json(_ref("Message"), "Unpinned."),
+                    "404": _error("NotFound"),
+                    **auth_errors,
+                },
+            },
+        },
+        "/api/models": {
+            "get": {
+                "summary": "Models you may use",
+                "operationId": "listModels",
+                "responses": {
+                    "200": _json(
+                        {
+                            "type": "object",
+                            "properties": {"models": {"type": "array", "items": _ref("Model")}},
+                        },
+                        "Models.",
+                    ),  # fmt: skip
+                    **auth_errors,
+                },
+            },
+        },
+        "/api/tools": {
+            "get": {
+                "summary": "Tools your runs may use",
+                "operationId": "listTools",
+                "responses": {
+                    "200": _json(
+                        {
+                            "type": "object",
+                            "properties": {"tools": {"type": "array", "items": _ref("Tool")}},
+                        },
+                        "Tools.",
+                    ),  # fmt: skip
+                    **auth_errors,
+                },
+            },
+        },
+        "/api/schema": {
+            "get": {
+                "summary": "This document",
+                "operationId": "getSchema",
+                "security": [],
+                "responses": {"200": {"description": "OpenAPI 3.1 JSON."}},
+            },
+        },
+    }
+
+
+def openapi_document() -> dict[str, Any]:
+    """The whole OpenAPI 3.1 document."""
+    error = _ref("Error")
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "agentsite API",
+            "version": "1",
+            "description": "Conversations with tool-using agents, over JSON and "
+            "Server-Sent Events. Authenticate with a personal API token "
+            "(`Authorization: Bearer <token>`, created on /settings/tokens/ or with "
+            "`manage.py create_api_token`) or a browser session (unsafe methods then need "
+            "the `X-CSRFToken` header). Every client is rate limited per minute "
+            "(429 with `Retry-After`).",
+        },
+        "servers": [{"url": "/"}],
+        "security": [{"bearerAuth": []}, {"sessionAuth": []}],
+        "paths": _paths(),
+        "components": {
+            "securitySchemes": {
+                "bearerAuth": {"type": "http", "scheme": "bearer"},
+                "sessionAuth": {"type": "apiKey", "in": "cookie", "name": "sessionid"},
+            },
+            "schemas": SCHEMAS,
+            "responses": {
+                "BadRequest": _json(error, "Invalid input; `fields` says what to fix."),
+                "Unauthorized": _json(error, "Missing, wrong or revoked credentials."),
+                "NotFound": _json(error, "No such object among yours."),
+                "TooLarge": _json(error, "The message or request body is over the limit."),
+                "TooManyRequests": {
+                    **_json(error, "Rate limited."),
+                    "headers": {
+                        "Retry-After": {
+                            "description": "Seconds to wait.",
+                            "schema": {"type": "integer"},
+                        }
+                    },
+                },
+            },
+        },
+    }
