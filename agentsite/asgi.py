@@ -15,9 +15,8 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from conversations.routing import websocket_urlpatterns  # noqa: E402
-
 from conversations import launcher  # noqa: E402
+from conversations.routing import websocket_urlpatterns  # noqa: E402
 
 router = ProtocolTypeRouter(
     {

@@ -23,12 +23,37 @@ _tasks: dict[int, asyncio.Task] = {}
 _tokens: dict[int, CancelToken] = {}
 _lock = threading.Lock()
 _fallback_loop: asyncio.AbstractEventLoop | None = None
+_sweeper: asyncio.Task | None = None
+
+
+SWEEP_INTERVAL = 60.0
 
 
 def bind_loop(loop: asyncio.AbstractEventLoop | None = None) -> None:
-    """Remember the ASGI server's loop (called by agentsite.asgi on each connection)."""
-    global _server_loop
-    _server_loop = loop or asyncio.get_running_loop()
+    """Remember the ASGI server's loop (called by agentsite.asgi on each connection).
+
+    The first binding also starts the periodic sweep of runs whose worker died.
+    """
+    global _server_loop, _sweeper
+    loop = loop or asyncio.get_running_loop()
+    if loop is _server_loop:
+        return
+    _server_loop = loop
+    if settings.AGENTSITE_EXECUTION != "celery":
+        _sweeper = loop.create_task(_sweep_periodically())
+
+
+async def _sweep_periodically() -> None:
+    from asgiref.sync import sync_to_async
+
+    from conversations.services import run_sweep_stale
+
+    while True:
+        await asyncio.sleep(SWEEP_INTERVAL)
+        try:
+            await sync_to_async(run_sweep_stale, thread_sensitive=False)()
+        except Exception:  # keep sweeping; one DB hiccup is not fatal
+            logger.exception("periodic sweep of stale runs failed")
 
 
 def _target_loop() -> asyncio.AbstractEventLoop:

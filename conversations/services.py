@@ -23,6 +23,8 @@ logger = logging.getLogger(__name__)
 
 TITLE_MAX_CHARS = 60
 STALE_HEARTBEAT = timedelta(seconds=getattr(settings, "AGENTSITE_RUN_STALE_SECONDS", 90))
+# A queued run waits for a worker; in-process it starts at once, on Celery it may queue.
+QUEUED_TOO_LONG = {"embedded": timedelta(seconds=90), "celery": timedelta(minutes=15)}
 
 
 def message_max_chars() -> int:
@@ -233,10 +235,25 @@ def run_sweep_stale(*, conversation: Conversation | None = None) -> int:
     """
     from conversations.publisher import publish_interrupted
 
-    cutoff = timezone.now() - STALE_HEARTBEAT
+    from conversations import launcher
+
+    now = timezone.now()
+    cutoff = now - STALE_HEARTBEAT
     qs = Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=cutoff)
+    never_started = Run.objects.filter(
+        status=Run.Status.QUEUED, created_at__lt=now - QUEUED_TOO_LONG[settings.AGENTSITE_EXECUTION]
+    )
     if conversation is not None:
         qs = qs.filter(conversation=conversation)
+        never_started = never_started.filter(conversation=conversation)
+    for run in never_started:
+        if not launcher.is_local(run.pk):
+            Run.objects.filter(pk=run.pk, status=Run.Status.QUEUED).update(
+                status=Run.Status.FAILED,
+                error="The run never started (was the server restarted?). "
+                "Send the message again to retry.",
+                finished_at=now,
+            )
     swept = 0
     for run in qs:
         updated = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(

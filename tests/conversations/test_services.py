@@ -113,3 +113,21 @@ def test_pin_toggle(user, chat_model):
     services.message_set_pinned(message=message, pinned=True)
     message.refresh_from_db()
     assert message.pinned
+
+
+def test_queued_run_that_never_started_is_failed(user, chat_model, no_launch):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    conversation = services.conversation_create(owner=user)
+    _, run, _ = services.message_post(conversation=conversation, user=user, content="go")
+    Run.objects.filter(pk=run.pk).update(created_at=timezone.now() - timedelta(minutes=5))
+    services.run_sweep_stale(conversation=conversation)
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED and "never started" in run.error
+    # the next message starts a fresh run instead of being injected into a dead one
+    _, new_run, injected = services.message_post(
+        conversation=conversation, user=user, content="again"
+    )
+    assert not injected and new_run.pk != run.pk

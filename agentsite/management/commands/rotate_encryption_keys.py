@@ -74,8 +74,7 @@ class Command(BaseCommand):
                 with transaction.atomic(), connection.cursor() as cursor:
                     marks = ", ".join(["%s"] * len(batch))
                     cursor.execute(
-                        f"SELECT {pk_column}, {column} FROM {table} "
-                        f"WHERE {pk_column} IN ({marks})",
+                        f"SELECT {pk_column}, {column} FROM {table} WHERE {pk_column} IN ({marks})",
                         batch,
                     )
                     for key, token in cursor.fetchall():
@@ -92,8 +91,7 @@ class Command(BaseCommand):
                             continue
                         if new != token:
                             cursor.execute(
-                                f"UPDATE {table} SET {column} = %s "
-                                f"WHERE {pk_column} = %s",
+                                f"UPDATE {table} SET {column} = %s WHERE {pk_column} = %s",
                                 [new, key],
                             )
                         done += 1
