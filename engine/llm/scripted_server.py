@@ -17,7 +17,9 @@ A script is a list of response dicts consumed in order. Keys (all optional):
 - ``delay`` (seconds before answering), ``chunks`` (content pieces when streaming;
   default: split into words), ``chunk_delay`` (seconds between streamed chunks),
   ``hang`` (seconds to stall after the first streamed piece), ``repeat_tool_ids``
-  (repeat id/name in every tool-call chunk, like llama.cpp)
+  (repeat id/name in every tool-call chunk, like llama.cpp), ``stamp_chunks``
+  (append ``@@<time.monotonic()>@@`` to every streamed content piece as it is written,
+  so a benchmark can measure delivery latency; ``--stamp`` turns it on for all responses)
 
 A bare string is shorthand for ``{"content": ...}``. Rules (``{"contains": text,
 "response": {...}}`` or ``"responses": [...]`` consumed in order, optional ``"in"``:
@@ -27,7 +29,9 @@ nothing matches and the queue is empty, the ``default`` response is used, else H
 "script exhausted".
 
 Control endpoints: ``POST /_script`` ``{"responses", "rules", "default", "reset"}``,
-``GET /_requests`` (recorded requests), ``GET /v1/models``.
+``GET /_requests`` (recorded requests), ``GET /_state`` (``{"requests", "disconnects",
+"queued"}`` counts, for processes that cannot call :meth:`ScriptedServer.wait_for_disconnect`),
+``GET /v1/models``.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ __all__ = ["RecordedRequest", "ScriptedServer", "main"]
 
 Response = dict[str, Any]
 POLL_SECONDS = 0.02
+STAMP_FORMAT = "@@{:.6f}@@"  # appended to streamed content pieces when stamping
 
 
 class RecordedRequest(dict):  # type: ignore[type-arg]
@@ -118,8 +123,10 @@ class ScriptedServer:
         api_key: str | None = None,
         default: Response | str | None = None,
         model: str = "scripted-model",
+        stamp: bool = False,
     ) -> None:
         self.host = host
+        self.stamp = stamp
         self.port = port
         self.api_key = api_key
         self.model = model
@@ -230,6 +237,15 @@ class ScriptedServer:
     def wait_for_requests(self, count: int, timeout: float = 5.0) -> bool:
         with self._cond:
             return self._cond.wait_for(lambda: len(self.requests) >= count, timeout)
+
+    def state(self) -> dict[str, int]:
+        """Counts of recorded requests, client disconnects and queued responses."""
+        with self._cond:
+            return {
+                "requests": len(self.requests),
+                "disconnects": self._disconnects,
+                "queued": len(self._queue),
+            }
 
     # -- used by the handler
 
@@ -442,6 +458,8 @@ class _Handler(BaseHTTPRequestHandler):
             with self.scripted._cond:
                 recorded = [r.to_dict() for r in self.scripted.requests]
             self._send_json(200, recorded)
+        elif path == "/_state":
+            self._send_json(200, self.scripted.state())
         elif path.endswith("/models"):
             if self._check_auth():
                 model = {"id": self.scripted.model, "object": "model", "owned_by": "scripted"}
@@ -510,16 +528,27 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.close_connection = True
         chunks = render_chunks(request, response, request_no, model)
+        stamp = response.get("stamp_chunks", self.scripted.stamp)
         for position, chunk in enumerate(chunks):
             delay = response.get("chunk_delay") if position > 1 else None
             if delay and not self._wait(delay):
                 return
+            if stamp:
+                _stamp(chunk)
             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
             self.wfile.flush()
             if position == 1 and response.get("hang") and not self._wait(response["hang"]):
                 return
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
+
+
+def _stamp(chunk: dict[str, Any]) -> None:
+    """Append the emission time to a content piece (in place)."""
+    for choice in chunk.get("choices") or ():
+        delta = choice.get("delta") or {}
+        if delta.get("content"):
+            delta["content"] += STAMP_FORMAT.format(time.monotonic())
 
 
 # ------------------------------------------------------------------------------ main
@@ -533,8 +562,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--script", type=Path, help="JSON: a list of responses or a /_script body")
     parser.add_argument("--api-key", default=None)
     parser.add_argument("--model", default="scripted-model")
+    parser.add_argument(
+        "--stamp", action="store_true", help="stamp streamed content pieces with their send time"
+    )
     args = parser.parse_args(argv)
-    server = ScriptedServer(host=args.host, port=args.port, api_key=args.api_key, model=args.model)
+    server = ScriptedServer(
+        host=args.host, port=args.port, api_key=args.api_key, model=args.model, stamp=args.stamp
+    )
     if args.script:
         server.configure(json.loads(args.script.read_text()))
     stop = threading.Event()

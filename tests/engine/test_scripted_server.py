@@ -220,6 +220,32 @@ def test_control_endpoints(scripted_server):
     assert models["data"][0]["id"] == "scripted-model"
 
 
+def test_stamp_chunks_appends_the_send_time_to_content_pieces(scripted_server):
+    import re
+    import time
+
+    scripted_server.push({"chunks": ["a ", "b"], "stamp_chunks": True})
+    before = time.monotonic()
+    chunks = sse_chunks(chat(scripted_server, stream=True))
+    contents = [c["choices"][0]["delta"].get("content") for c in chunks[1:-1]]
+    stamps = [re.fullmatch(r"(a |b)@@(\d+\.\d{6})@@", text) for text in contents]
+    assert all(stamps), contents
+    times = [float(m.group(2)) for m in stamps if m]
+    assert before <= times[0] <= times[1] <= time.monotonic()
+    assert chunks[0]["choices"][0]["delta"]["content"] == ""  # empty pieces stay empty
+
+
+def test_state_endpoint_counts_requests_and_disconnects(scripted_server):
+    base = scripted_server.base_url.removesuffix("/v1")
+    scripted_server.push("one", "two")
+    chat(scripted_server)
+    assert httpx.get(f"{base}/_state", timeout=5).json() == {
+        "requests": 1,
+        "disconnects": 0,
+        "queued": 1,
+    }
+
+
 def test_delay_is_cut_short_when_the_client_disconnects(scripted_server):
     scripted_server.push({"content": "late", "delay": 30})
     with pytest.raises(httpx.ReadTimeout):
@@ -230,6 +256,8 @@ def test_delay_is_cut_short_when_the_client_disconnects(scripted_server):
             timeout=chat_timeout,
         )
     assert scripted_server.wait_for_disconnect(5)
+    state = httpx.get(f"{scripted_server.base_url.removesuffix('/v1')}/_state", timeout=5).json()
+    assert state["disconnects"] == 1
 
 
 def test_runs_as_a_module(tmp_path):

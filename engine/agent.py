@@ -1,0 +1,927 @@
+"""The ReAct agent: a tool loop (phase 1) and a streamed, synthesised answer (phase 2).
+
+Phase 1 runs non-streaming ``chat()`` calls in one of two modes. Native mode passes the
+tools in the request and runs every call of a reply concurrently; JSON mode puts the
+catalog in the system prompt and reads one JSON action (or the classic
+``Thought/Action/Finish`` text) per reply, for models without function calling.
+Guards keep a confused model from burning the budget: an :class:`ErrorTracker`, an
+empty-turn counter and a repeated-call check. Phase 2 (:meth:`ReActAgent.stream_answer`)
+streams a polished answer from the question and the trace.
+
+Events: ``run()`` emits thinking/iteration/phase/inject events and, when it has an
+answer, ``AnswerSignal``; ``stream_answer()`` emits ``AnswerStart``/``AnswerDelta``/
+``AnswerDone`` and finally the run's single ``Done`` (through :meth:`ReActAgent.finish`,
+which callers that do not stream call themselves).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import logging
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from engine import prompts
+from engine.cancel import CancelledRun, CancelToken, run_cancellable
+from engine.errors import AgentPaused, ErrorTracker
+from engine.events import (
+    AgentEvent,
+    AnswerDelta,
+    AnswerDone,
+    AnswerSignal,
+    AnswerStart,
+    Done,
+    Inject,
+    IterationDone,
+    IterationStart,
+    ThinkingDone,
+    ThinkingStart,
+)
+from engine.interrupts import InterruptSource
+from engine.llm.base import LLM, ChatDelta, ChatResponse, ContextOverflowError, LLMError
+from engine.messages import ChatMessage, ToolCall, Usage
+from engine.selection import TOOL_SELECTION_THRESHOLD, choose_tools
+from engine.structured import extract_json, json_response_format
+from engine.tools import (
+    Artifact,
+    Tool,
+    ToolArgumentError,
+    ToolRegistry,
+    ToolResult,
+    ToolTimeoutError,
+)
+
+__all__ = ["AgentResult", "ReActAgent", "Step"]
+
+logger = logging.getLogger(__name__)
+
+SUCCEEDED = "succeeded"
+PAUSED = "paused"
+CANCELLED = "cancelled"
+FAILED = "failed"
+
+MAX_EMPTY_TURNS = 3
+MAX_IDENTICAL_CALLS = 2
+ACTION_FORMAT_NAME = "agent_action"
+
+EventCallback = Callable[[AgentEvent], Any]
+T = TypeVar("T")
+
+
+class ContextGuardLike(Protocol):
+    """What the loop needs from :class:`engine.context.ContextGuard`."""
+
+    budget_tokens: int
+
+    async def check_and_compact(
+        self,
+        messages: list[ChatMessage],
+        *,
+        hint: str = "react_iteration",
+        budget_tokens: int | None = None,
+    ) -> list[ChatMessage]: ...
+
+
+@dataclass
+class Step:
+    """One tool call and how it ended; ``error`` is None on success."""
+
+    iteration: int
+    tool_name: str
+    tool_args: dict[str, Any]
+    observation: str
+    error: str | None = None
+    elapsed: float = 0.0
+    artifacts: list[Artifact] = field(default_factory=list)
+    tool_call_id: str | None = None
+
+
+@dataclass
+class AgentResult:
+    """The outcome of :meth:`ReActAgent.run`.
+
+    ``answer`` is the loop's brief findings (or the guard's explanation when paused);
+    ``stop_reason`` says why the loop ended: ``answer``, ``max_iterations``,
+    ``repeated_error``, ``no_progress``, ``cancelled`` or ``llm_error``.
+    """
+
+    answer: str
+    messages: list[ChatMessage]
+    steps: list[Step]
+    iterations: int
+    usage: Usage
+    elapsed: float
+    status: str = SUCCEEDED
+    pending_injections: list[str] = field(default_factory=list)
+    error: str | None = None
+    stop_reason: str = "answer"
+
+
+@dataclass
+class Action:
+    """A parsed JSON-mode reply: ``tool_call``, ``final_answer`` or ``empty``."""
+
+    kind: str
+    reasoning: str = ""
+    tool_name: str = ""
+    tool_args: dict[str, Any] = field(default_factory=dict)
+    answer: str = ""
+
+
+@dataclass
+class _Outcome:
+    """What one tool call produced, before it becomes a Step and a message."""
+
+    result: ToolResult | None
+    error: str | None = None
+    error_type: str | None = None
+    elapsed: float = 0.0
+    observation_override: str | None = None
+
+    @property
+    def observation(self) -> str:
+        if self.observation_override is not None:
+            return self.observation_override
+        if self.error is not None:
+            return f"Error: {self.error}"
+        return self.result.observation() if self.result is not None else ""
+
+
+@dataclass
+class _Run:
+    """Mutable state of one ``run()``; the agent object itself stays reusable."""
+
+    query: str
+    tools: ToolRegistry
+    started: float
+    messages: list[ChatMessage] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    iterations: int = 0
+    tracker: ErrorTracker = field(default_factory=ErrorTracker)
+    empty_turns: int = 0
+    overflow_retried: bool = False
+    hit_max_iterations: bool = False
+    unseen_injections: list[str] = field(default_factory=list)
+    last_call: tuple[str, str] | None = None
+    last_call_count: int = 0
+
+
+class ReActAgent:
+    """A tool-using agent over any :class:`~engine.llm.base.LLM`.
+
+    ``run()`` never raises for provider errors, guards or cancellation: the result's
+    ``status`` says how it ended (``succeeded``, ``paused``, ``cancelled``, ``failed``).
+    """
+
+    def __init__(
+        self,
+        llm: LLM,
+        tools: ToolRegistry | Iterable[Tool] | None = None,
+        *,
+        use_native_tools: bool = True,
+        max_iterations: int = 50,
+        system_prompt: str | None = None,
+        context_guard: ContextGuardLike | None = None,
+        interrupt_queue: InterruptSource | None = None,
+        on_event: EventCallback | None = None,
+        cancel: CancelToken | None = None,
+        selection_llm: LLM | None = None,
+        tool_timeout: float | None = None,
+    ) -> None:
+        if max_iterations < 1:
+            raise ValueError("max_iterations must be at least 1")
+        self.llm = llm
+        self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools or ())
+        self.use_native_tools = use_native_tools
+        self.max_iterations = max_iterations
+        self.system_prompt = system_prompt
+        self.context_guard = context_guard
+        self.interrupt_queue = interrupt_queue
+        self.on_event = on_event
+        self.cancel = cancel
+        self.selection_llm = selection_llm
+        self.tool_timeout = tool_timeout
+
+    @property
+    def _native_mode_active(self) -> bool:
+        return bool(self.use_native_tools and self.llm.abilities.get("tool_call"))
+
+    # ------------------------------------------------------------------ phase 1
+
+    async def run(self, query: str, history: Sequence[ChatMessage] = ()) -> AgentResult:
+        """Run the tool loop for ``query`` (appended to ``history`` as a pinned message)."""
+        run = _Run(query=query, tools=self.tools, started=time.perf_counter())
+        mode = "native" if self._native_mode_active else "json"
+        logger.info("agent run started: mode=%s tools=%d", mode, len(self.tools))
+        status, answer, error, stop_reason = SUCCEEDED, "", None, "answer"
+        try:
+            run.tools = await self._select_tools(run)
+            run.messages = self._initial_messages(run, history)
+            if self._native_mode_active:
+                answer = await self._run_native(run)
+            else:
+                answer = await self._run_json(run)
+            if run.hit_max_iterations:
+                stop_reason = "max_iterations"
+        except CancelledRun:
+            status, stop_reason = CANCELLED, "cancelled"
+        except AgentPaused as exc:
+            status, answer, error, stop_reason = PAUSED, exc.message, exc.message, exc.reason
+        except LLMError as exc:
+            status, stop_reason = FAILED, "llm_error"
+            error = f"{type(exc).__name__}: {exc}"
+            answer = f"The language model request failed: {exc}"
+            logger.warning("agent run failed: %s", error)
+        result = AgentResult(
+            answer=answer,
+            messages=run.messages,
+            steps=run.steps,
+            iterations=run.iterations,
+            usage=run.usage,
+            elapsed=time.perf_counter() - run.started,
+            status=status,
+            pending_injections=self._leftover_injections(run),
+            error=error,
+            stop_reason=stop_reason,
+        )
+        if status in (SUCCEEDED, PAUSED):
+            await self._emit(AnswerSignal())
+        logger.info(
+            "agent run ended: status=%s reason=%s iterations=%d steps=%d elapsed=%.3fs",
+            status,
+            stop_reason,
+            result.iterations,
+            len(result.steps),
+            result.elapsed,
+        )
+        return result
+
+    async def _select_tools(self, run: _Run) -> ToolRegistry:
+        if len(self.tools) <= TOOL_SELECTION_THRESHOLD:
+            return self.tools
+        selection = await choose_tools(
+            self.selection_llm or self.llm,
+            self.tools,
+            run.query,
+            on_event=self._emit,
+            cancel=self.cancel,
+        )
+        run.usage = run.usage + selection.usage
+        return selection.registry
+
+    def _initial_messages(self, run: _Run, history: Sequence[ChatMessage]) -> list[ChatMessage]:
+        if self._native_mode_active:
+            system = prompts.native_system_prompt(self.system_prompt)
+        else:
+            system = prompts.json_system_prompt(run.tools.to_prompt_catalog(), self.system_prompt)
+        return [
+            ChatMessage("system", system),
+            *history,
+            ChatMessage("user", run.query, pinned=True),
+        ]
+
+    async def _run_json(self, run: _Run) -> str:
+        """JSON mode: one action per reply, observations as ``Observation:`` messages."""
+        chat_kwargs: dict[str, Any] = {}
+        response_format = self._json_response_format(run.tools)
+        if response_format is not None:
+            chat_kwargs["response_format"] = response_format
+        parse_failed = False
+        while run.iterations < self.max_iterations:
+            self._check_cancel()
+            run.iterations += 1
+            iteration = run.iterations
+            reply = await self._call_llm(run, iteration, **chat_kwargs)
+            content = reply.content or ""
+            action = self._parse_action(content, run.tools)
+            reasoning = action.reasoning or reply.reasoning_content or ""
+            await self._emit(ThinkingDone(iteration, reasoning))
+            if content.strip():
+                run.messages.append(
+                    ChatMessage("assistant", content, reasoning=reply.reasoning_content)
+                )
+            drained = await self._drain_interrupts(run)
+
+            if action.kind == "empty":
+                if not drained:
+                    self._remind(run)
+                continue
+            run.empty_turns = 0
+            if action.kind == "final_answer":
+                if action.reasoning == prompts.PARSE_FAILURE_SENTINEL and not parse_failed:
+                    parse_failed = True
+                    run.messages.append(ChatMessage("user", prompts.JSON_REFORMAT_REQUEST))
+                    continue
+                if drained:
+                    continue  # the follow-up comes first; the answer is deferred
+                return action.answer
+            parse_failed = False
+            call = ToolCall(f"call_{iteration}", action.tool_name, action.tool_args)
+            await self._run_tool_calls(run, iteration, [call], native=False)
+        return self._max_iterations_answer(run)
+
+    async def _run_native(self, run: _Run) -> str:
+        """Native mode: tools in the request, all calls of a reply run concurrently."""
+        tools = run.tools.to_openai_tools()
+        chat_kwargs: dict[str, Any] = {"tools": tools, "tool_choice": "auto"} if tools else {}
+        while run.iterations < self.max_iterations:
+            self._check_cancel()
+            run.iterations += 1
+            iteration = run.iterations
+            reply = await self._call_llm(run, iteration, **chat_kwargs)
+            content = reply.content or ""
+            calls = _normalise_calls(reply.tool_calls or [], iteration)
+            reasoning = reply.reasoning_content or (content if calls else "")
+            await self._emit(ThinkingDone(iteration, reasoning or ""))
+
+            if calls:
+                run.empty_turns = 0
+                run.messages.append(
+                    ChatMessage(
+                        "assistant",
+                        content,
+                        tool_calls=calls,
+                        reasoning=reply.reasoning_content,
+                    )
+                )
+                await self._run_tool_calls(run, iteration, calls, native=True)
+                await self._drain_interrupts(run)
+                continue
+            if not content.strip():
+                if not await self._drain_interrupts(run):
+                    self._remind(run)
+                continue
+            run.empty_turns = 0
+            run.messages.append(
+                ChatMessage("assistant", content, reasoning=reply.reasoning_content)
+            )
+            if await self._drain_interrupts(run):
+                continue  # the follow-up comes first; the answer is deferred
+            return content.strip()
+        return self._max_iterations_answer(run)
+
+    # ------------------------------------------------------------------ LLM calls
+
+    async def _call_llm(self, run: _Run, iteration: int, **kwargs: Any) -> ChatResponse:
+        """One loop call: compaction first, one compact-and-retry on context overflow."""
+        await self._emit(ThinkingStart(iteration))
+        guard = self.context_guard
+        if guard is not None:
+            run.messages = await guard.check_and_compact(run.messages, hint="react_iteration")
+        try:
+            response = await self._chat(run.messages, **kwargs)
+        except ContextOverflowError:
+            if guard is None or run.overflow_retried:
+                raise
+            run.overflow_retried = True
+            budget = guard.budget_tokens // 2
+            logger.warning("context overflow reported; compacting to %d tokens", budget)
+            run.messages = await guard.check_and_compact(
+                run.messages, hint="react_iteration", budget_tokens=budget
+            )
+            response = await self._chat(run.messages, **kwargs)
+        run.usage = run.usage + response.usage
+        run.unseen_injections.clear()
+        return response
+
+    async def _chat(self, messages: list[ChatMessage], **kwargs: Any) -> ChatResponse:
+        self._check_cancel()
+        return await _race(self.llm.chat(messages, **kwargs), self.cancel)
+
+    def _json_response_format(self, tools: ToolRegistry) -> dict[str, Any] | None:
+        abilities = self.llm.abilities
+        if not (abilities.get("json_mode") or abilities.get("json_schema")):
+            return None
+        return json_response_format(abilities, ACTION_FORMAT_NAME, _action_schema(tools.names()))
+
+    # ------------------------------------------------------------------ parsing
+
+    def _parse_action(self, content: str | None, tools: ToolRegistry | None = None) -> Action:
+        """Read a JSON-mode reply: the JSON form first, then the classic text form.
+
+        Anything else becomes a final answer carrying the parse-failure sentinel, which
+        the loop turns into one reformat request.
+        """
+        tools = self.tools if tools is None else tools
+        text = (content or "").strip()
+        if not text:
+            return Action("empty")
+        if "{" in text:
+            try:
+                data = extract_json(text)
+            except ValueError:
+                data = None
+            if isinstance(data, dict):
+                action = _action_from_json(data, tools)
+                if action is not None:
+                    return action
+        action = _action_from_classic(text, tools)
+        if action is not None:
+            return action
+        return Action("final_answer", reasoning=prompts.PARSE_FAILURE_SENTINEL, answer=text)
+
+    # ------------------------------------------------------------------ tools
+
+    async def _run_tool_calls(
+        self, run: _Run, iteration: int, calls: list[ToolCall], *, native: bool
+    ) -> list[Step]:
+        """Run ``calls`` concurrently, then append their results in call order.
+
+        ``IterationDone`` events are emitted as calls finish but never out of call
+        order, so a renderer can match them to their ``IterationStart``.
+        """
+        self._check_cancel()
+        repeated = [self._is_repeat(run, call) for call in calls]
+        for call in calls:
+            await self._emit(IterationStart(iteration, call.name, call.arguments))
+        outcomes: list[_Outcome | None] = [None] * len(calls)
+        emitted = [asyncio.Event() for _ in calls]
+
+        async def run_one(k: int) -> None:
+            call = calls[k]
+            if repeated[k]:
+                outcome = _Outcome(
+                    None,
+                    error="Repeated call with identical arguments; not run again",
+                    error_type="RepeatedCall",
+                    observation_override=prompts.repeated_call_warning(call.name),
+                )
+            else:
+                outcome = await self._execute(run.tools, call)
+            outcomes[k] = outcome
+            if k:
+                await emitted[k - 1].wait()
+            try:
+                await self._emit(
+                    IterationDone(
+                        iteration, call.name, outcome.observation, outcome.error, outcome.elapsed
+                    )
+                )
+            finally:
+                emitted[k].set()
+
+        work = (
+            run_one(0)
+            if len(calls) == 1
+            else asyncio.gather(*(run_one(k) for k in range(len(calls))), return_exceptions=True)
+        )
+        try:
+            await _race(work, self.cancel)
+        except CancelledRun:
+            for k, outcome in enumerate(outcomes):
+                if outcome is None:
+                    outcomes[k] = cancelled = _Outcome(
+                        None, "Cancelled by the user", "CancelledRun"
+                    )
+                    await self._emit(
+                        IterationDone(
+                            iteration, calls[k].name, cancelled.observation, cancelled.error, 0.0
+                        )
+                    )
+            self._record_steps(run, iteration, calls, outcomes, native=native)
+            raise
+        steps = self._record_steps(run, iteration, calls, outcomes, native=native)
+        for outcome in outcomes:
+            if outcome is not None and outcome.error is not None:
+                run.tracker.record(outcome.error_type or "Error", outcome.error)
+        if run.tracker.should_stop:
+            signature = run.tracker.repeated or ""
+            raise AgentPaused(
+                prompts.repeated_error_message(signature, run.tracker.counts[signature]),
+                reason="repeated_error",
+            )
+        return steps
+
+    def _record_steps(
+        self,
+        run: _Run,
+        iteration: int,
+        calls: list[ToolCall],
+        outcomes: Sequence[_Outcome | None],
+        *,
+        native: bool,
+    ) -> list[Step]:
+        """Turn outcomes into Steps and messages, in call order."""
+        steps = []
+        for call, outcome in zip(calls, outcomes, strict=True):
+            outcome = outcome or _Outcome(None, "No result", "MissingResult")
+            observation = outcome.observation
+            step = Step(
+                iteration=iteration,
+                tool_name=call.name,
+                tool_args=call.arguments,
+                observation=observation,
+                error=outcome.error,
+                elapsed=outcome.elapsed,
+                artifacts=list(outcome.result.artifacts) if outcome.result else [],
+                tool_call_id=call.id,
+            )
+            steps.append(step)
+            if native:
+                run.messages.append(
+                    ChatMessage("tool", observation, tool_call_id=call.id, name=call.name)
+                )
+            else:
+                run.messages.append(ChatMessage("user", prompts.OBSERVATION_PREFIX + observation))
+        run.steps.extend(steps)
+        return steps
+
+    def _is_repeat(self, run: _Run, call: ToolCall) -> bool:
+        """True for the third identical call in a row (which is then not run)."""
+        key = (call.name, _args_key(call.arguments))
+        if key == run.last_call:
+            run.last_call_count += 1
+        else:
+            run.last_call, run.last_call_count = key, 1
+        return run.last_call_count > MAX_IDENTICAL_CALLS
+
+    async def _execute(self, tools: ToolRegistry, call: ToolCall) -> _Outcome:
+        """Invoke one tool; every failure becomes an error outcome, never an exception."""
+        started = time.perf_counter()
+        tool = tools.get(call.name)
+        if tool is None:
+            available = ", ".join(tools.names()) or "none"
+            return _Outcome(
+                None,
+                error=f"Unknown tool '{call.name}'. Available tools: {available}",
+                error_type="UnknownToolError",
+            )
+        logger.debug("tool %s called with %r", call.name, call.arguments)
+        try:
+            result = await self._invoke(tool, call.arguments)
+        except CancelledRun:
+            raise
+        except (ToolArgumentError, ToolTimeoutError) as exc:
+            outcome = _Outcome(None, str(exc), type(exc).__name__)
+        except Exception as exc:
+            message = f"Tool '{call.name}' failed: {type(exc).__name__}: {exc}"
+            outcome = _Outcome(None, message, type(exc).__name__)
+        else:
+            if result.is_error:
+                outcome = _Outcome(
+                    result, result.content or "the tool reported an error", "ToolError"
+                )
+            else:
+                outcome = _Outcome(result)
+        outcome.elapsed = time.perf_counter() - started
+        logger.info(
+            "tool %s %s in %.3fs",
+            call.name,
+            "failed" if outcome.error else "succeeded",
+            outcome.elapsed,
+        )
+        return outcome
+
+    async def _invoke(self, tool: Tool, arguments: dict[str, Any]) -> ToolResult:
+        if self.tool_timeout is None:
+            return await tool.invoke(arguments)
+        try:
+            return await asyncio.wait_for(tool.invoke(arguments), self.tool_timeout)
+        except ToolTimeoutError:
+            raise
+        except TimeoutError as exc:
+            raise ToolTimeoutError(
+                f"Tool '{tool.name}' timed out after {self.tool_timeout:g} s"
+            ) from exc
+
+    # ------------------------------------------------------------------ guards
+
+    def _remind(self, run: _Run) -> None:
+        """An empty turn: remind the model, or pause after too many in a row."""
+        run.empty_turns += 1
+        if run.empty_turns >= MAX_EMPTY_TURNS:
+            raise AgentPaused(prompts.no_progress_message(run.empty_turns), reason="no_progress")
+        run.messages.append(ChatMessage("user", prompts.EMPTY_TURN_REMINDER))
+
+    def _max_iterations_answer(self, run: _Run) -> str:
+        run.hit_max_iterations = True
+        logger.warning("agent hit max_iterations=%d", self.max_iterations)
+        return prompts.max_iterations_answer(
+            self.max_iterations, [(s.tool_name, s.error) for s in run.steps]
+        )
+
+    def _check_cancel(self) -> None:
+        if self.cancel is not None:
+            self.cancel.raise_if_cancelled()
+
+    # ------------------------------------------------------------------ interrupts
+
+    async def _drain_interrupts(self, run: _Run) -> bool:
+        """Turn whatever the user sent meanwhile into ONE pinned message."""
+        if self.interrupt_queue is None:
+            return False
+        texts = [text for text in self.interrupt_queue.drain() if text and text.strip()]
+        if not texts:
+            return False
+        run.messages.append(ChatMessage("user", prompts.format_interrupt(texts), pinned=True))
+        run.unseen_injections.extend(texts)
+        for text in texts:
+            await self._emit(Inject(text))
+        logger.info("drained %d interrupt(s)", len(texts))
+        return True
+
+    def _leftover_injections(self, run: _Run) -> list[str]:
+        """Follow-ups no model call has seen yet: the next run's input."""
+        leftovers = list(run.unseen_injections)
+        if self.interrupt_queue is not None:
+            leftovers.extend(t for t in self.interrupt_queue.drain() if t and t.strip())
+        return leftovers
+
+    # ------------------------------------------------------------------ events
+
+    async def _emit(self, event: AgentEvent) -> None:
+        """Deliver an event; a failing callback is logged and never breaks the loop."""
+        if self.on_event is None:
+            return
+        try:
+            outcome = self.on_event(event)
+            if inspect.isawaitable(outcome):
+                await outcome
+        except Exception:
+            logger.exception("on_event callback failed for %s", type(event).__name__)
+
+    async def finish(self, result: AgentResult, answer: str | None = None) -> None:
+        """Emit the run's one ``Done`` event (``stream_answer`` calls this at its end)."""
+        text = result.answer if answer is None else answer
+        await self._emit(Done(text, result.iterations, result.usage.to_dict(), result.elapsed))
+
+    # ------------------------------------------------------------------ phase 2
+
+    async def stream_answer(self, result: AgentResult, query: str) -> AsyncIterator[str]:
+        """Stream the final answer, then emit ``AnswerDone`` and ``Done``.
+
+        A succeeded run gets a separate synthesis call (question + trace); a paused or
+        failed run streams its explanation verbatim. If the stream fails before its
+        first chunk, ``result.answer`` is streamed instead. On cancellation it stops,
+        sets ``result.status`` to ``cancelled`` and emits neither ``AnswerDone`` nor
+        ``Done``. The stream's usage and time are added to ``result``.
+        """
+        if result.status == CANCELLED or (self.cancel is not None and self.cancel.cancelled):
+            result.status = CANCELLED
+            return
+        started = time.perf_counter()
+        await self._emit(AnswerStart())
+        parts: list[str] = []
+        try:
+            if result.status == SUCCEEDED:
+                source = self._synthesise(result, query)
+            else:
+                source = _single(result.answer)
+            async for chunk in source:
+                parts.append(chunk)
+                await self._emit(AnswerDelta(chunk))
+                yield chunk
+        except CancelledRun:
+            result.status = CANCELLED
+            result.elapsed += time.perf_counter() - started
+            logger.info("answer stream cancelled after %d chunk(s)", len(parts))
+            return
+        result.elapsed += time.perf_counter() - started
+        await self._emit(AnswerDone())
+        await self.finish(result, "".join(parts))
+
+    async def _synthesise(self, result: AgentResult, query: str) -> AsyncIterator[str]:
+        """Chunks of the synthesised answer; the loop's answer when the stream fails early."""
+        trace = [(s.tool_name, s.tool_args, s.observation) for s in result.steps]
+        messages = [
+            ChatMessage("system", prompts.SYNTHESIS_SYSTEM_PROMPT),
+            ChatMessage("user", prompts.synthesis_user_prompt(query, trace, result.answer)),
+        ]
+        yielded = False
+        try:
+            async for delta in self._answer_deltas(messages):
+                if delta.usage is not None:
+                    result.usage = result.usage + delta.usage
+                if delta.content:
+                    yielded = True
+                    yield delta.content
+        except LLMError as exc:
+            if yielded:
+                logger.warning("answer stream failed midway, keeping the partial answer: %s", exc)
+                return
+            logger.warning("answer stream failed, falling back to the loop's answer: %s", exc)
+        if not yielded and result.answer:
+            yield result.answer
+
+    async def _answer_deltas(self, messages: list[ChatMessage]) -> AsyncIterator[ChatDelta]:
+        """Deltas of the synthesis call, raced against the cancel token.
+
+        The provider's stream is consumed by one pump task (so an HTTP stream is never
+        advanced from several tasks) and cancelling that task closes the upstream request.
+        """
+        self._check_cancel()
+        if not self.llm.abilities.get("streaming", True):
+            response = await self._chat(messages)
+            yield ChatDelta(content=response.content, usage=response.usage)
+            return
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        pump = asyncio.ensure_future(_pump(self.llm.stream_chat(messages), queue))
+        try:
+            while True:
+                item = await _race(queue.get(), self.cancel)
+                if item is _END:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            if not pump.done():
+                pump.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await pump
+
+
+# ---------------------------------------------------------------------- helpers
+
+_END = object()
+
+
+async def _race(work: Awaitable[T], cancel: CancelToken | None) -> T:
+    """``run_cancellable`` that also disposes of ``work`` if the token fired before it ran."""
+    try:
+        return await run_cancellable(work, cancel)
+    except CancelledRun:
+        if inspect.iscoroutine(work):
+            work.close()
+        elif isinstance(work, asyncio.Future):
+            work.cancel()
+        raise
+
+
+async def _pump(stream: AsyncIterator[ChatDelta], queue: asyncio.Queue[Any]) -> None:
+    try:
+        async for delta in stream:
+            queue.put_nowait(delta)
+    except Exception as exc:
+        queue.put_nowait(exc)
+        return
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            with contextlib.suppress(Exception):
+                await aclose()
+    queue.put_nowait(_END)
+
+
+async def _single(text: str) -> AsyncIterator[str]:
+    if text:
+        yield text
+
+
+def _normalise_calls(calls: Sequence[ToolCall], iteration: int) -> list[ToolCall]:
+    """Give every call a unique, non-empty id (some servers omit or repeat them)."""
+    seen: set[str] = set()
+    out = []
+    for k, call in enumerate(calls):
+        if not call.id or call.id in seen:
+            call = ToolCall(f"call_{iteration}_{k}", call.name, call.arguments)
+        seen.add(call.id)
+        out.append(call)
+    return out
+
+
+def _args_key(arguments: Any) -> str:
+    try:
+        return json.dumps(arguments, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return repr(arguments)
+
+
+def _action_schema(tool_names: list[str]) -> dict[str, Any]:
+    """The JSON schema of a JSON-mode reply, for models that support constrained output."""
+    properties: dict[str, Any] = {
+        "type": {"type": "string", "enum": ["tool_call", "final_answer"]},
+        "reasoning": {"type": "string"},
+        "answer": {"type": "string"},
+    }
+    if tool_names:
+        properties["tool_name"] = {"type": "string", "enum": list(tool_names)}
+        properties["tool_args"] = {"type": "object"}
+    else:
+        properties["type"]["enum"] = ["final_answer"]
+    return {"type": "object", "properties": properties, "required": ["type", "reasoning"]}
+
+
+_FINAL_KINDS = frozenset({"final_answer", "final", "answer", "finish"})
+_TOOL_KINDS = frozenset({"tool_call", "tool", "action", "function_call", "tool_use"})
+_ARG_KEYS = ("tool_args", "tool_input", "arguments", "args", "parameters", "input")
+
+
+def _action_from_json(data: dict[str, Any], tools: ToolRegistry) -> Action | None:
+    """The JSON reply form (plus LangChain's ``action``/``action_input``); None if neither."""
+    reasoning = _text(data.get("reasoning") or data.get("thought") or "")
+    kind = _text(data.get("type") or "").strip().lower()
+    name = data.get("tool_name") or data.get("tool") or data.get("name")
+    answer = data.get("answer", data.get("final_answer"))
+    if not kind and "action" in data and "action_input" in data:
+        name, args = _text(data["action"]), data["action_input"]
+        if name.strip().lower() in {"final answer", "final_answer", "finish"}:
+            return _final(reasoning, args)
+        return Action("tool_call", reasoning, name.strip(), _coerce_args(args, tools.get(name)))
+    if kind in _FINAL_KINDS or (not kind and answer is not None and not name):
+        return _final(reasoning, answer)
+    if (kind in _TOOL_KINDS or not kind) and isinstance(name, str) and name.strip():
+        args = next((data[key] for key in _ARG_KEYS if key in data), None)
+        tool_name = name.strip()
+        return Action("tool_call", reasoning, tool_name, _coerce_args(args, tools.get(tool_name)))
+    return None
+
+
+def _final(reasoning: str, answer: Any) -> Action:
+    text = _text(answer).strip() if answer is not None else ""
+    if not text:
+        return Action("empty", reasoning)
+    return Action("final_answer", reasoning, answer=text)
+
+
+_THOUGHT_RE = re.compile(
+    r"Thought\s*:\s*(.*?)(?=\n\s*(?:Action|Finish|Final Answer)\b|\Z)", re.S | re.I
+)
+_ACTION_RE = re.compile(r"Action\s*:\s*([A-Za-z0-9_-]+)\s*\[", re.I)
+_FINISH_RE = re.compile(r"(?:^|\n|\s)Finish\s*\[", re.I)
+_FINAL_ANSWER_RE = re.compile(r"Final Answer\s*:\s*(.*)", re.S | re.I)
+_OBSERVATION_RE = re.compile(r"\n\s*Observation\s*:", re.I)
+
+
+def _action_from_classic(text: str, tools: ToolRegistry) -> Action | None:
+    """``Thought: ... / Action: tool[input]`` and ``Finish[answer]`` / ``Final Answer:``."""
+    cut = _OBSERVATION_RE.search(text)
+    if cut:
+        text = text[: cut.start()]  # ignore observations the model invented
+    thought = _THOUGHT_RE.search(text)
+    reasoning = thought.group(1).strip() if thought else ""
+    action = _ACTION_RE.search(text)
+    if action is not None:
+        name = action.group(1)
+        arg_text = _bracket_body(text, action.end() - 1)
+        if name.lower() == "finish":
+            return _final(reasoning, arg_text)
+        return Action("tool_call", reasoning, name, _coerce_args(arg_text, tools.get(name)))
+    finish = _FINISH_RE.search(text)
+    if finish is not None:
+        return _final(reasoning, _bracket_body(text, finish.end() - 1))
+    final = _FINAL_ANSWER_RE.search(text)
+    if final is not None:
+        return _final(reasoning, final.group(1))
+    return None
+
+
+def _bracket_body(text: str, open_index: int) -> str:
+    """Text between ``text[open_index] == "["`` and its closing bracket (or the last ``]``)."""
+    depth = 0
+    for i in range(open_index, len(text)):
+        if text[i] == "[":
+            depth += 1
+        elif text[i] == "]":
+            depth -= 1
+            if depth == 0:
+                return text[open_index + 1 : i].strip()
+    end = text.rfind("]")
+    return text[open_index + 1 : end if end > open_index else len(text)].strip()
+
+
+def _coerce_args(args: Any, tool: Tool | None) -> dict[str, Any]:
+    """Arguments as a dict: JSON objects as is, a bare value mapped to the main parameter."""
+    if args is None or args == "":
+        return {}
+    if isinstance(args, dict):
+        return args
+    if isinstance(args, str) and args.strip().startswith("{"):
+        try:
+            parsed = extract_json(args)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            return parsed
+    return _single_argument(args, tool)
+
+
+def _single_argument(value: Any, tool: Tool | None) -> dict[str, Any]:
+    properties = (tool.parameters.get("properties") or {}) if tool is not None else {}
+    if not properties:
+        return {"input": value}
+    required = (tool.parameters.get("required") or []) if tool is not None else []
+    name = required[0] if required else next(iter(properties))
+    kind = (properties.get(name) or {}).get("type")
+    if isinstance(value, str):
+        text = value.strip().strip("\"'")
+        with contextlib.suppress(ValueError):
+            if kind == "integer":
+                return {name: int(text)}
+            if kind == "number":
+                return {name: float(text)}
+        value = text
+    return {name: value}
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)

@@ -1,0 +1,235 @@
+"""stream_answer: the synthesis prompt, the events, the fallbacks; ScriptedLLM streaming."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from engine import prompts
+from engine.agent import AgentResult, ReActAgent, Step
+from engine.errors import ScriptExhaustedError
+from engine.events import AgentEvent, AnswerDelta, AnswerDone, AnswerStart, Done
+from engine.llm.base import ChatDelta, UnavailableError
+from engine.llm.scripted import ScriptedLLM, split_chunks
+from engine.messages import Usage
+from engine.tools import Tool, ToolRegistry
+
+OBJECT = {"type": "object"}
+
+
+def result_with(steps: list[Step], answer: str = "loop findings", **kwargs: Any) -> AgentResult:
+    return AgentResult(
+        answer=answer,
+        messages=[],
+        steps=steps,
+        iterations=len(steps) + 1,
+        usage=Usage(100, 20, 120),
+        elapsed=1.5,
+        **kwargs,
+    )
+
+
+def agent_with(llm: ScriptedLLM, events: list[AgentEvent] | None = None) -> ReActAgent:
+    return ReActAgent(llm, ToolRegistry(), on_event=events.append if events is not None else None)
+
+
+async def collect(agent: ReActAgent, result: AgentResult, query: str = "question?") -> list[str]:
+    return [chunk async for chunk in agent.stream_answer(result, query)]
+
+
+async def test_prompt_has_question_trace_and_cut_observations() -> None:
+    long_observation = "x" * 2_000 + "TAIL-NOT-SHOWN"
+    steps = [
+        Step(1, "search", {"q": "oslo"}, "Oslo is the capital"),
+        Step(2, "fetch", {"url": "https://e.org"}, long_observation),
+        Step(3, "calc", {"e": "1/0"}, "Error: division by zero", error="division by zero"),
+    ]
+    llm = ScriptedLLM(["Final answer."])
+
+    await collect(agent_with(llm), result_with(steps), "Tell me about Oslo")
+
+    request = llm.calls[0]
+    assert request["method"] == "stream_chat"
+    system, user = request["messages"]
+    assert system.role == "system" and system.content == prompts.SYNTHESIS_SYSTEM_PROMPT
+    for phrase in ("Present the results directly", "Markdown", "meta-commentary", "same language"):
+        assert phrase in system.content
+    text = user.content
+    assert text.startswith("## Question\nTell me about Oslo")
+    assert 'search({"q": "oslo"})\nOslo is the capital' in text
+    assert "x" * 2_000 in text and "TAIL-NOT-SHOWN" not in text
+    assert "Error: division by zero" in text
+    assert "loop findings" in text
+
+
+async def test_prompt_without_steps() -> None:
+    llm = ScriptedLLM(["Hi."])
+    await collect(agent_with(llm), result_with([]))
+    assert "No tools were called." in llm.calls[0]["messages"][1].content
+
+
+async def test_streams_chunks_and_emits_events_then_done_once() -> None:
+    events: list[AgentEvent] = []
+    llm = ScriptedLLM(
+        [{"content": "Oslo is **big**.", "usage": {"prompt_tokens": 30, "completion_tokens": 5}}]
+    )
+    result = result_with([])
+
+    chunks = await collect(agent_with(llm, events), result)
+
+    assert "".join(chunks) == "Oslo is **big**."
+    assert len(chunks) == 3
+    kinds = [type(e) for e in events]
+    assert kinds == [AnswerStart, AnswerDelta, AnswerDelta, AnswerDelta, AnswerDone, Done]
+    done = events[-1]
+    assert isinstance(done, Done)
+    assert done.answer == "Oslo is **big**."
+    assert done.usage == {"prompt_tokens": 130, "completion_tokens": 25, "total_tokens": 155}
+    assert done.iterations == 1 and done.elapsed >= 1.5
+    assert result.usage.total_tokens == 155
+    assert result.answer == "loop findings"  # the loop's answer stays as it was
+
+
+async def test_stream_failure_before_any_chunk_yields_the_loop_answer() -> None:
+    events: list[AgentEvent] = []
+    llm = ScriptedLLM([UnavailableError("stream refused")])
+
+    chunks = await collect(agent_with(llm, events), result_with([], answer="fallback answer"))
+
+    assert chunks == ["fallback answer"]
+    assert isinstance(events[-1], Done) and events[-1].answer == "fallback answer"
+
+
+async def test_stream_failure_midway_keeps_the_partial_answer() -> None:
+    events: list[AgentEvent] = []
+    llm = ScriptedLLM([{"content": "Partial answer", "stream_error": UnavailableError("reset")}])
+
+    chunks = await collect(agent_with(llm, events), result_with([]))
+
+    assert "".join(chunks) == "Partial answer"
+    assert events[-1].answer == "Partial answer"  # type: ignore[attr-defined]
+
+
+async def test_empty_stream_yields_the_loop_answer() -> None:
+    chunks = await collect(agent_with(ScriptedLLM([""])), result_with([], answer="from loop"))
+    assert chunks == ["from loop"]
+
+
+async def test_paused_run_streams_its_explanation_without_an_llm_call() -> None:
+    llm = ScriptedLLM([])
+    events: list[AgentEvent] = []
+    result = result_with([], answer="I stopped because ...", status="paused")
+
+    chunks = await collect(agent_with(llm, events), result)
+
+    assert chunks == ["I stopped because ..."] and llm.calls == []
+    assert isinstance(events[-1], Done)
+
+
+async def test_model_without_streaming_uses_chat() -> None:
+    llm = ScriptedLLM(["Whole answer at once."], abilities={"streaming": False})
+
+    chunks = await collect(agent_with(llm), result_with([]))
+
+    assert chunks == ["Whole answer at once."]
+    assert llm.calls[0]["method"] == "chat"
+
+
+async def test_finish_emits_done_for_callers_that_do_not_stream() -> None:
+    events: list[AgentEvent] = []
+    agent = agent_with(ScriptedLLM([]), events)
+
+    await agent.finish(result_with([], answer="short"))
+
+    assert [e.to_dict() for e in events] == [
+        {
+            "answer": "short",
+            "iterations": 1,
+            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+            "elapsed": 1.5,
+        }
+    ]
+
+
+async def test_run_then_stream_end_to_end() -> None:
+    async def lookup(city: str) -> str:
+        return f"{city}: 700k people"
+
+    events: list[AgentEvent] = []
+    llm = ScriptedLLM(
+        [
+            {"tool_calls": [{"name": "lookup", "arguments": {"city": "Oslo"}}]},
+            "Oslo has 700k people.",
+            "## Oslo\nAbout **700,000** people live in Oslo.",
+        ],
+        abilities={"tool_call": True},
+    )
+    agent = ReActAgent(
+        llm, ToolRegistry([Tool("lookup", "l", OBJECT, lookup)]), on_event=events.append
+    )
+
+    result = await agent.run("How many people live in Oslo?")
+    answer = "".join(
+        [c async for c in agent.stream_answer(result, "How many people live in Oslo?")]
+    )
+
+    assert answer.startswith("## Oslo")
+    assert "Oslo: 700k people" in llm.calls[2]["messages"][1].content
+    dones = [e for e in events if isinstance(e, Done)]
+    assert len(dones) == 1 and dones[0].answer == answer and dones[0].usage["total_tokens"] == 45
+
+
+# ---------------------------------------------------------------- ScriptedLLM streaming
+
+
+def test_split_chunks_round_trips() -> None:
+    text = "  Hello,  world!\nNew line\tand tab "
+    assert "".join(split_chunks(text)) == text
+    assert split_chunks("one two") == ["one ", "two"]
+
+
+async def test_scripted_stream_ends_with_usage_and_tool_calls() -> None:
+    llm = ScriptedLLM(
+        [
+            {
+                "content": "a b",
+                "tool_calls": [{"name": "t", "arguments": {"x": 1}}],
+                "reasoning_content": "hm",
+            }
+        ]
+    )
+
+    deltas: list[ChatDelta] = [d async for d in llm.stream_chat([])]
+
+    assert deltas[0].reasoning_content == "hm"
+    assert [d.content for d in deltas[1:-1]] == ["a ", "b"]
+    last = deltas[-1]
+    assert last.finish_reason == "tool_calls" and last.usage == Usage(10, 5, 15)
+    assert last.tool_calls is not None and last.tool_calls[0].arguments == {"x": 1}
+    assert llm.calls[0]["closed"] is True and llm.calls[0]["stream"] is True
+
+
+async def test_scripted_llm_reports_an_exhausted_script() -> None:
+    llm = ScriptedLLM(["only one"])
+    await llm.chat([])
+
+    with pytest.raises(ScriptExhaustedError, match="exhausted") as info:
+        await llm.chat([])
+    assert isinstance(info.value, AssertionError)
+
+
+async def test_scripted_llm_callable_items_see_the_request() -> None:
+    seen: list[Any] = []
+
+    def reply(messages: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+        seen.append((len(messages), kwargs["response_format"]))
+        return {"content": "computed", "usage": Usage(1, 2, 3)}
+
+    llm = ScriptedLLM([reply], abilities={"vision": True})
+    response = await llm.chat([], response_format={"type": "json_object"}, temperature=0)
+
+    assert (response.content, response.usage) == ("computed", Usage(1, 2, 3))
+    assert seen == [(0, {"type": "json_object"})]
+    assert llm.calls[0]["opts"] == {"temperature": 0}
+    assert llm.abilities["vision"] is True and llm.abilities["tool_call"] is False
