@@ -1,1 +1,287 @@
+"""Admin for providers, models, usage and quotas. Thin: the rules live in llms.services."""
+
 from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Sum
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.loader import render_to_string
+from django.urls import path, reverse
+from django.utils.decorators import method_decorator
+from django.utils.safestring import SafeString, mark_safe
+from django.views.decorators.debug import sensitive_post_parameters
+from django.views.decorators.http import require_POST
+
+from agentsite.errors import ApplicationError
+from llms.forms import ABILITY_LABELS, LLMModelAdminForm, ProviderAdminForm
+from llms.models import ABILITY_FLAGS, LLMModel, Provider, UsageQuota, UsageRecord
+from llms.probe import CHECKS
+from llms.services import (
+    model_apply_verified_abilities,
+    model_ensure_default,
+    model_probe,
+    model_save,
+    model_set_default,
+)
+
+# Secrets are posted by these forms: keep them out of error reports (DEBUG pages, mails).
+sensitive_form = method_decorator(sensitive_post_parameters())
+
+
+class LLMModelInline(admin.TabularInline):
+    model = LLMModel
+    fields = ["model_id", "display_name", "enabled", "is_default", "probed_at"]
+    readonly_fields = ["is_default", "probed_at"]
+    extra = 0
+    show_change_link = True
+
+
+@admin.register(Provider)
+class ProviderAdmin(admin.ModelAdmin):
+    form = ProviderAdminForm
+    list_display = ["name", "kind", "base_url", "timeout", "has_api_key", "model_count"]
+    list_filter = ["kind"]
+    search_fields = ["name", "base_url"]
+    inlines = [LLMModelInline]
+    fieldsets = [
+        (None, {"fields": ["name", "kind", "base_url", "timeout"]}),
+        (
+            "Credentials (write-only, encrypted at rest)",
+            {
+                "fields": [
+                    "new_api_key",
+                    "clear_api_key",
+                    "new_extra_headers",
+                    "clear_extra_headers",
+                ]
+            },
+        ),
+    ]
+
+    def get_queryset(self, request: HttpRequest):
+        return super().get_queryset(request).annotate(_model_count=Count("models"))
+
+    @admin.display(boolean=True, description="API key set")
+    def has_api_key(self, obj: Provider) -> bool:
+        return bool(obj.api_key)
+
+    @admin.display(description="models", ordering="_model_count")
+    def model_count(self, obj: Provider) -> int:
+        return obj._model_count
+
+    @sensitive_form
+    def changeform_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        return super().changeform_view(request, *args, **kwargs)
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        model_ensure_default()
+
+
+@admin.register(LLMModel)
+class LLMModelAdmin(admin.ModelAdmin):
+    form = LLMModelAdminForm
+    list_display = [
+        "__str__",
+        "provider",
+        "model_id",
+        "enabled",
+        "is_default",
+        "roles_list",
+        "declared_list",
+        "probed_at",
+    ]
+    list_filter = ["provider", "enabled", "is_default"]
+    list_select_related = ["provider"]
+    search_fields = ["model_id", "display_name", "provider__name"]
+    filter_horizontal = ["allowed_groups"]
+    readonly_fields = ["capabilities", "probed_at"]
+    actions = ["probe_capabilities", "apply_verified_abilities", "make_default"]
+    fieldsets = [
+        (None, {"fields": ["provider", "model_id", "display_name", "enabled", "is_default"]}),
+        (
+            "Capabilities",
+            {
+                "fields": [
+                    "abilities",
+                    "json_schema_dialect",
+                    "context_window",
+                    "max_output_tokens",
+                    "roles",
+                ]
+            },
+        ),
+        ("Declared versus verified", {"fields": ["capabilities", "probed_at"]}),
+        ("Access", {"fields": ["allowed_groups"]}),
+    ]
+
+    @admin.display(description="roles")
+    def roles_list(self, obj: LLMModel) -> str:
+        return ", ".join(obj.roles or ()) or "—"
+
+    @admin.display(description="declared abilities")
+    def declared_list(self, obj: LLMModel) -> str:
+        abilities = obj.abilities or {}
+        return ", ".join(f for f in ABILITY_FLAGS if abilities.get(f) is True) or "—"
+
+    @admin.display(description="Probe")
+    def capabilities(self, obj: LLMModel) -> SafeString:
+        declared = obj.abilities or {}
+        verified = obj.verified_abilities or {}
+        rows = [
+            {
+                "name": flag,
+                "label": ABILITY_LABELS[flag],
+                "declared": declared.get(flag) is True,
+                "verified": verified.get(flag),
+                "differs": flag in verified and verified[flag] != (declared.get(flag) is True),
+            }
+            for flag in ABILITY_FLAGS
+        ]
+        report = obj.probe_report or {}
+        checks = [
+            {"label": label, **(report.get("checks") or {}).get(name, {})}
+            for name, label in CHECKS.items()
+            if name in (report.get("checks") or {})
+        ]
+        html = render_to_string(
+            "admin/llms/llmmodel/capabilities.html",
+            {"obj": obj, "rows": rows, "checks": checks, "report": report},
+        )
+        return mark_safe(html)  # rendered by the template engine, autoescaped
+
+    def save_model(self, request: HttpRequest, obj: LLMModel, form: Any, change: bool) -> None:
+        model_save(model=obj)
+
+    # -- probe and apply: actions for the list, buttons (POST views) on the change form
+
+    def get_urls(self):
+        prefix = f"{self.opts.app_label}_{self.opts.model_name}"
+        custom = [
+            path(
+                "<path:object_id>/probe/",
+                self.admin_site.admin_view(self.probe_view),
+                name=f"{prefix}_probe",
+            ),
+            path(
+                "<path:object_id>/apply-verified/",
+                self.admin_site.admin_view(self.apply_verified_view),
+                name=f"{prefix}_apply_verified",
+            ),
+        ]
+        return custom + super().get_urls()
+
+    def _changeable(self, request: HttpRequest, object_id: str) -> LLMModel:
+        obj = get_object_or_404(LLMModel.objects.select_related("provider"), pk=object_id)
+        if not self.has_change_permission(request, obj):
+            raise PermissionDenied
+        return obj
+
+    def _back(self, obj: LLMModel) -> HttpResponseRedirect:
+        name = f"admin:{self.opts.app_label}_{self.opts.model_name}_change"
+        return HttpResponseRedirect(reverse(name, args=[obj.pk]))
+
+    @method_decorator(require_POST)
+    def probe_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        obj = self._changeable(request, object_id)
+        self._probe(request, obj)
+        return self._back(obj)
+
+    @method_decorator(require_POST)
+    def apply_verified_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        obj = self._changeable(request, object_id)
+        self._apply(request, obj)
+        return self._back(obj)
+
+    def _probe(self, request: HttpRequest, obj: LLMModel) -> None:
+        report = model_probe(model=obj)
+        level = messages.SUCCESS if report.reachable else messages.WARNING
+        self.message_user(request, report.summary(), level)
+
+    def _apply(self, request: HttpRequest, obj: LLMModel) -> None:
+        try:
+            model_apply_verified_abilities(model=obj)
+        except ApplicationError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+        else:
+            self.message_user(request, f"Applied the verified abilities to {obj}.")
+
+    @admin.action(description="Probe capabilities", permissions=["change"])
+    def probe_capabilities(self, request: HttpRequest, queryset) -> None:
+        for obj in queryset.select_related("provider"):
+            self._probe(request, obj)
+
+    @admin.action(description="Apply verified abilities", permissions=["change"])
+    def apply_verified_abilities(self, request: HttpRequest, queryset) -> None:
+        for obj in queryset:
+            self._apply(request, obj)
+
+    @admin.action(description="Make default", permissions=["change"])
+    def make_default(self, request: HttpRequest, queryset) -> None:
+        if queryset.count() != 1:
+            self.message_user(request, "Select exactly one model.", messages.ERROR)
+            return
+        obj = queryset.get()
+        model_set_default(model=obj)
+        self.message_user(request, f"{obj} is now the default model.")
+
+
+@admin.register(UsageRecord)
+class UsageRecordAdmin(admin.ModelAdmin):
+    """Per-user, per-model daily usage with totals over the current filter."""
+
+    list_display = [
+        "day",
+        "user",
+        "model",
+        "prompt_tokens",
+        "completion_tokens",
+        "total_tokens",
+        "runs",
+    ]
+    list_filter = ["day", "model", ("user", admin.RelatedOnlyFieldListFilter)]
+    list_select_related = ["user", "model"]
+    date_hierarchy = "day"
+    search_fields = ["user__username", "model__model_id", "model__display_name"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # accounting is written by runs only; delete a row to forgive a day
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None):
+        response = super().changelist_view(request, extra_context)
+        context = getattr(response, "context_data", None)
+        if not context or "cl" not in context:
+            return response
+        queryset = context["cl"].queryset
+        sums = {
+            "prompt": Sum("prompt_tokens"),
+            "completion": Sum("completion_tokens"),
+            "total": Sum("total_tokens"),
+            "runs": Sum("runs"),
+        }
+        context["usage_totals"] = queryset.aggregate(**sums)
+        context["usage_by_user"] = (
+            queryset.order_by().values("user__username").annotate(**sums).order_by("-total")[:20]
+        )
+        context["usage_by_model"] = (
+            queryset.order_by()
+            .values("model__display_name", "model__model_id")
+            .annotate(**sums)
+            .order_by("-total")[:20]
+        )
+        return response
+
+
+@admin.register(UsageQuota)
+class UsageQuotaAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "group", "user", "daily_token_limit"]
+    list_select_related = ["group", "user"]
+    autocomplete_fields = ["group", "user"]
+    search_fields = ["group__name", "user__username"]

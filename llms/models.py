@@ -1,44 +1,282 @@
-"""LLM providers (endpoints) and the models users may pick."""
+"""LLM providers (endpoints), the models users may pick, and token usage accounting.
+
+Rows only describe data; the rules (exactly one default, who may use what, quotas) live in
+:mod:`llms.services` and :mod:`llms.selectors`.
+"""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
 from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
 from django.db import models
+from django.db.models import Q
+
+from agentsite.crypto import EncryptedTextField
+from llms.providers import kind_choices
+
+__all__ = [
+    "ABILITY_FLAGS",
+    "DEFAULT_BUDGET_TOKENS",
+    "JSON_SCHEMA_DIALECTS",
+    "MIN_BUDGET_TOKENS",
+    "ROLES",
+    "LLMModel",
+    "Provider",
+    "UsageQuota",
+    "UsageRecord",
+    "abilities_problem",
+    "default_declared_abilities",
+    "secret_hint",
+    "validate_base_url",
+]
+
+# Boolean abilities the engine reads (engine.llm.base.ABILITY_NAMES), in display order.
+ABILITY_FLAGS = ("tool_call", "tool_choice", "json_mode", "json_schema", "streaming", "vision")
+# ``json_schema_dialect`` is the one non-boolean ability (engine.structured).
+JSON_SCHEMA_DIALECTS = ("openai", "llamacpp")
+ROLES = ("general", "fast", "reasoning")
+# ENGINE-NOTES "Context management": budget when unknown, and its floor.
+DEFAULT_BUDGET_TOKENS = 32_000
+MIN_BUDGET_TOKENS = 4_000
+
+
+def default_declared_abilities() -> dict[str, Any]:
+    """What a new model is assumed to do until declared or probed: plain streaming chat."""
+    return {flag: flag == "streaming" for flag in ABILITY_FLAGS}
+
+
+def validate_base_url(value: str) -> None:
+    """http(s) with a host; lenient on purpose (``http://llama:8080/v1`` is fine)."""
+    parts = urlsplit(value or "")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValidationError("Enter an http:// or https:// URL, e.g. https://api.openai.com/v1")
+    if parts.username or parts.password:
+        # The URL is shown in lists and logs: credentials belong in the key or headers.
+        raise ValidationError("Put credentials in the API key or extra headers, not the URL.")
+
+
+def secret_hint(secret: str | None, *, noun: str = "key") -> str:
+    """What an admin may see of a secret: that it is set, and its last 4 characters.
+
+    Short secrets show no characters at all: four characters of an eight-character
+    secret would give away half of it.
+    """
+    if not secret:
+        return f"No {noun} set."
+    if len(secret) >= 12:
+        return f"A {noun} is set, ending in …{secret[-4:]}."
+    return f"A {noun} is set."
 
 
 class Provider(models.Model):
-    class Kind(models.TextChoices):
-        OPENAI = "openai", "OpenAI-compatible"
+    """One LLM endpoint. ``api_key`` and the extra headers are encrypted at rest."""
 
     name = models.CharField(max_length=100, unique=True)
-    kind = models.CharField(max_length=32, choices=Kind.choices, default=Kind.OPENAI)
-    base_url = models.URLField(max_length=500)
-    extra_headers = models.JSONField(default=dict, blank=True)
-    timeout = models.FloatField(default=120.0)
+    kind = models.CharField(max_length=32, choices=kind_choices, default="openai")
+    base_url = models.CharField(
+        "base URL",
+        max_length=500,
+        validators=[validate_base_url],
+        help_text="Ends in /v1 for OpenAI-compatible servers, e.g. https://api.openai.com/v1",
+    )
+    api_key = EncryptedTextField("API key", blank=True)
+    # JSON object of header name -> value, encrypted as a whole: such headers often carry
+    # credentials (X-Api-Key, OpenAI-Organization), so every value is treated as a secret.
+    extra_headers_secret = EncryptedTextField("extra headers (encrypted JSON)", blank=True)
+    timeout = models.FloatField(
+        "timeout (seconds)", default=120.0, validators=[MinValueValidator(1.0)]
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
 
     def __str__(self) -> str:
         return self.name
 
+    def __repr__(self) -> str:
+        return f"<Provider {self.pk}: {self.name} ({self.kind})>"
+
+    @property
+    def extra_headers(self) -> dict[str, str]:
+        if not self.extra_headers_secret:
+            return {}
+        value = json.loads(self.extra_headers_secret)
+        return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+    @extra_headers.setter
+    def extra_headers(self, value: dict[str, str] | None) -> None:
+        self.extra_headers_secret = json.dumps(dict(value), sort_keys=True) if value else ""
+
+    @property
+    def api_key_hint(self) -> str:
+        return secret_hint(self.api_key)
+
+    @property
+    def extra_headers_hint(self) -> str:
+        names = sorted(self.extra_headers)
+        if not names:
+            return "No extra headers set."
+        return f"Headers set: {', '.join(names)} (values hidden)."
+
 
 class LLMModel(models.Model):
+    """A model of a provider that users may pick (declared and probed abilities)."""
+
     provider = models.ForeignKey(Provider, on_delete=models.CASCADE, related_name="models")
     model_id = models.CharField("API model id", max_length=200)
     display_name = models.CharField(max_length=200, blank=True)
-    abilities = models.JSONField(default=dict, blank=True)
-    context_window = models.PositiveIntegerField(null=True, blank=True)
-    max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    abilities = models.JSONField(
+        "declared abilities", default=default_declared_abilities, blank=True
+    )
+    context_window = models.PositiveIntegerField(null=True, blank=True, help_text="In tokens.")
+    max_output_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="In tokens.")
     roles = models.JSONField(default=list, blank=True)
-    is_default = models.BooleanField(default=False)
+    is_default = models.BooleanField("default", default=False)
     enabled = models.BooleanField(default=True)
-    allowed_groups = models.ManyToManyField(Group, blank=True, related_name="llm_models")
+    allowed_groups = models.ManyToManyField(
+        Group,
+        blank=True,
+        related_name="llm_models",
+        help_text="Only members of these groups may use the model; none selected = everyone.",
+    )
+    verified_abilities = models.JSONField(default=dict, blank=True, editable=False)
+    probe_report = models.JSONField(default=dict, blank=True, editable=False)
+    probed_at = models.DateTimeField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        verbose_name = "LLM model"
         ordering = ["provider__name", "display_name", "model_id"]
         constraints = [
-            models.UniqueConstraint(fields=["provider", "model_id"], name="model_per_provider")
+            models.UniqueConstraint(fields=["provider", "model_id"], name="model_per_provider"),
+            # The service keeps exactly one default; the database refuses a second one.
+            models.UniqueConstraint(
+                fields=["is_default"], condition=Q(is_default=True), name="one_default_model"
+            ),
         ]
 
     def __str__(self) -> str:
         return self.display_name or self.model_id
+
+    @property
+    def budget_tokens(self) -> int:
+        """Context budget for the engine's ContextGuard (ENGINE-NOTES numbers)."""
+        if not self.context_window:
+            return DEFAULT_BUDGET_TOKENS
+        return max(MIN_BUDGET_TOKENS, self.context_window - (self.max_output_tokens or 0))
+
+    def validate_constraints(self, exclude: Any = None) -> None:
+        # Choosing a new default is valid: the services unset the old one in the same
+        # transaction. The database constraint still refuses two defaults.
+        super().validate_constraints(exclude={*(exclude or ()), "is_default"})
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        problem = abilities_problem(self.abilities)
+        if problem:
+            errors["abilities"] = problem
+        roles = self.roles if isinstance(self.roles, list) else None
+        if roles is None or any(role not in ROLES for role in roles):
+            errors["roles"] = f"Roles must be a list drawn from: {', '.join(ROLES)}."
+        if errors:
+            raise ValidationError(errors)
+
+
+def abilities_problem(abilities: Any) -> str | None:
+    """Why ``abilities`` is not a valid declaration, or None."""
+    if not isinstance(abilities, dict):
+        return "Abilities must be a JSON object."
+    allowed = (*ABILITY_FLAGS, "json_schema_dialect")
+    unknown = sorted(set(abilities) - set(allowed))
+    if unknown:
+        return f"Unknown abilities: {', '.join(unknown)} (allowed: {', '.join(allowed)})."
+    for flag in ABILITY_FLAGS:
+        if flag in abilities and not isinstance(abilities[flag], bool):
+            return f"Ability {flag!r} must be true or false."
+    dialect = abilities.get("json_schema_dialect")
+    if dialect is not None and dialect not in JSON_SCHEMA_DIALECTS:
+        return f"json_schema_dialect must be one of: {', '.join(JSON_SCHEMA_DIALECTS)}."
+    return None
+
+
+class UsageRecord(models.Model):
+    """Tokens and runs of one user with one model on one day (upserted with F())."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="llm_usage"
+    )
+    model = models.ForeignKey(
+        LLMModel, null=True, blank=True, on_delete=models.SET_NULL, related_name="usage"
+    )
+    day = models.DateField()
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+    total_tokens = models.PositiveBigIntegerField(default=0)
+    runs = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-day", "user_id", "model_id"]
+        constraints = [
+            # NULLs are distinct in SQL unique constraints, hence two partial ones.
+            models.UniqueConstraint(
+                fields=["user", "model", "day"],
+                condition=Q(model__isnull=False),
+                name="usage_per_user_model_day",
+            ),
+            models.UniqueConstraint(
+                fields=["user", "day"],
+                condition=Q(model__isnull=True),
+                name="usage_per_user_day_without_model",
+            ),
+        ]
+        indexes = [models.Index(fields=["day", "user"], name="usage_day_user")]
+
+    def __str__(self) -> str:
+        return f"{self.user} / {self.model or 'deleted model'} / {self.day}"
+
+
+class UsageQuota(models.Model):
+    """A daily token limit for a group or for one user; the smallest applicable wins."""
+
+    group = models.OneToOneField(
+        Group, null=True, blank=True, on_delete=models.CASCADE, related_name="token_quota"
+    )
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="token_quota",
+    )
+    daily_token_limit = models.PositiveBigIntegerField(
+        help_text="Total tokens (prompt + completion) per day, across all models."
+    )
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=(
+                    Q(group__isnull=False, user__isnull=True)
+                    | Q(group__isnull=True, user__isnull=False)
+                ),
+                name="quota_for_group_xor_user",
+            )
+        ]
+
+    def __str__(self) -> str:
+        who = f"group {self.group}" if self.group_id else f"user {self.user}"
+        return f"{self.daily_token_limit:,} tokens/day for {who}"
+
+    def clean(self) -> None:
+        if bool(self.group_id) == bool(self.user_id):
+            raise ValidationError("Choose either a group or a user (exactly one).")

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 from django.apps import AppConfig
 
 
@@ -8,3 +11,12 @@ class ToolsConfig(AppConfig):
 
     name = "tools"
     verbose_name = "Tools"
+
+    def ready(self) -> None:
+        # Built-in tools register their specs at import: import the package and each of its
+        # modules. ToolConfig rows are created lazily by tools.services.toolconfig_sync (no
+        # queries at start-up).
+        package = importlib.import_module("tools.builtin")
+        for module in pkgutil.iter_modules(package.__path__):
+            if not module.name.startswith("_"):
+                importlib.import_module(f"{package.__name__}.{module.name}")

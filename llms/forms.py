@@ -1,0 +1,190 @@
+"""Admin forms: write-only secrets, abilities and roles as checkboxes.
+
+Secrets (API keys, secret headers, secret tool settings) are never rendered back into a
+page: the form shows whether one is set and its last four characters; an empty submit
+keeps the stored value, a "clear" checkbox removes it. ``tools.admin`` reuses the helpers.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.utils.html import escape
+
+from llms.models import (
+    ABILITY_FLAGS,
+    JSON_SCHEMA_DIALECTS,
+    ROLES,
+    LLMModel,
+    Provider,
+)
+
+__all__ = [
+    "LLMModelAdminForm",
+    "ProviderAdminForm",
+    "WriteOnlyTextarea",
+    "resolve_secret",
+    "write_only_field",
+]
+
+ABILITY_LABELS = {
+    "tool_call": "Native tool calls",
+    "tool_choice": "Forced tool_choice",
+    "json_mode": "JSON mode (response_format json_object)",
+    "json_schema": "JSON schema (response_format json_schema)",
+    "streaming": "Streaming",
+    "vision": "Vision (image input)",
+}
+
+
+class WriteOnlyTextarea(forms.Textarea):
+    """A textarea that never renders a value, not even the one just submitted."""
+
+    def format_value(self, value: Any) -> None:
+        return None
+
+
+def write_only_field(*, label: str, hint: str, multiline: bool = False) -> forms.CharField:
+    """An optional input for a secret: ``hint`` says whether one is stored."""
+    widget: forms.Widget
+    if multiline:
+        widget = WriteOnlyTextarea(attrs={"rows": 3, "autocomplete": "off"})
+    else:
+        widget = forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"})
+    return forms.CharField(
+        label=label,
+        required=False,
+        strip=True,
+        widget=widget,
+        # The admin renders help text unescaped; hints carry admin-entered header names.
+        help_text=escape(f"{hint} Leave empty to keep the current value."),
+    )
+
+
+def resolve_secret(*, current: str, new: str, clear: bool) -> str:
+    """The value to store: cleared, replaced, or kept."""
+    if clear:
+        return ""
+    return new or current
+
+
+class ProviderAdminForm(forms.ModelForm):
+    new_api_key = forms.CharField(required=False)  # replaced per instance in __init__
+    clear_api_key = forms.BooleanField(label="Clear the stored API key", required=False)
+    new_extra_headers = forms.CharField(required=False)
+    clear_extra_headers = forms.BooleanField(label="Clear the extra headers", required=False)
+
+    class Meta:
+        model = Provider
+        fields = ["name", "kind", "base_url", "timeout"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["new_api_key"] = write_only_field(
+            label="API key", hint=self.instance.api_key_hint
+        )
+        self.fields["new_extra_headers"] = write_only_field(
+            label="Extra headers",
+            hint=(
+                'A JSON object of HTTP headers sent with every request, e.g. {"X-Title": '
+                '"agentsite"}; values are stored encrypted. ' + self.instance.extra_headers_hint
+            ),
+            multiline=True,
+        )
+
+    def clean_new_extra_headers(self) -> dict[str, str] | None:
+        raw = self.cleaned_data.get("new_extra_headers") or ""
+        if not raw:
+            return None
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            raise forms.ValidationError('Enter a JSON object, e.g. {"X-Title": "x"}.') from None
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            raise forms.ValidationError("Enter a JSON object of header names to string values.")
+        return value
+
+    def save(self, commit: bool = True) -> Provider:
+        provider = super().save(commit=False)
+        data = self.cleaned_data
+        provider.api_key = resolve_secret(
+            current=provider.api_key,
+            new=data.get("new_api_key") or "",
+            clear=bool(data.get("clear_api_key")),
+        )
+        if data.get("clear_extra_headers"):
+            provider.extra_headers = {}
+        elif data.get("new_extra_headers") is not None:
+            provider.extra_headers = data["new_extra_headers"]
+        if commit:
+            provider.save()
+        return provider
+
+
+class LLMModelAdminForm(forms.ModelForm):
+    abilities = forms.MultipleChoiceField(
+        label="Declared abilities",
+        choices=[(flag, ABILITY_LABELS[flag]) for flag in ABILITY_FLAGS],
+        widget=forms.CheckboxSelectMultiple,
+        required=False,
+        help_text="What the engine may rely on. Probe the model to verify them.",
+    )
+    json_schema_dialect = forms.ChoiceField(
+        label="JSON schema dialect",
+        choices=[("", "(default: openai)")] + [(d, d) for d in JSON_SCHEMA_DIALECTS],
+        required=False,
+        help_text="How response_format carries a schema: openai (also vLLM) or llamacpp.",
+    )
+    roles = forms.MultipleChoiceField(
+        choices=[(role, role) for role in ROLES],
+        widget=forms.CheckboxSelectMultiple,
+        required=False,
+        help_text="Plan steps ask for a fast or reasoning model by role.",
+    )
+
+    class Meta:
+        model = LLMModel
+        fields = [
+            "provider",
+            "model_id",
+            "display_name",
+            "abilities",
+            "context_window",
+            "max_output_tokens",
+            "roles",
+            "is_default",
+            "enabled",
+            "allowed_groups",
+        ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        declared = self.instance.abilities if isinstance(self.instance.abilities, dict) else {}
+        self._was_default = bool(self.instance.pk and self.instance.is_default)
+        if not self.is_bound:
+            self.initial["abilities"] = [f for f in ABILITY_FLAGS if declared.get(f) is True]
+            self.initial["json_schema_dialect"] = declared.get("json_schema_dialect", "")
+
+    def clean_abilities(self) -> dict[str, Any]:
+        chosen = set(self.cleaned_data.get("abilities") or ())
+        return {flag: flag in chosen for flag in ABILITY_FLAGS}
+
+    def clean_roles(self) -> list[str]:
+        chosen = set(self.cleaned_data.get("roles") or ())
+        return [role for role in ROLES if role in chosen]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        abilities = data.get("abilities")
+        if isinstance(abilities, dict) and data.get("json_schema_dialect"):
+            abilities["json_schema_dialect"] = data["json_schema_dialect"]
+        if self._was_default and not data.get("is_default"):
+            self.add_error(
+                "is_default",
+                "There must be one default model: make another model the default instead.",
+            )
+        return data

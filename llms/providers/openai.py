@@ -1,0 +1,31 @@
+"""The ``openai`` kind: any server speaking OpenAI's ``/chat/completions`` wire format."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.views.decorators.debug import sensitive_variables
+
+from engine.llm.openai import OpenAICompatibleLLM
+
+if TYPE_CHECKING:
+    from llms.models import LLMModel, Provider
+
+LABEL = "OpenAI-compatible"
+DEFAULT_MAX_RETRIES = 3
+
+
+@sensitive_variables("api_key")
+def build_llm(
+    provider: Provider, model: LLMModel, *, max_retries: int | None = None
+) -> OpenAICompatibleLLM:
+    api_key = provider.api_key or None
+    return OpenAICompatibleLLM(
+        provider.base_url,
+        api_key,
+        model.model_id,
+        dict(model.abilities or {}),
+        timeout=float(provider.timeout),
+        max_retries=DEFAULT_MAX_RETRIES if max_retries is None else max_retries,
+        extra_headers=provider.extra_headers,
+    )

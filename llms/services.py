@@ -1,0 +1,326 @@
+"""Writes and builders for providers, models, probes, usage and quotas.
+
+Keyword-only functions named ``<entity>_<action>`` (HackSoft style). Everything is
+synchronous ORM code; async callers (the run coroutine) wrap calls in ``sync_to_async``.
+No LLM request ever happens inside a transaction here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+from django.views.decorators.debug import sensitive_variables
+
+from agentsite.errors import ApplicationError
+from engine import LLM, Usage
+from engine.llm.registry import ModelRegistry
+from llms.models import (
+    ABILITY_FLAGS,
+    LLMModel,
+    Provider,
+    UsageRecord,
+    default_declared_abilities,
+)
+from llms.probe import PROBE_TIMEOUT, ProbeReport, build_probe_llm, probe_llm
+from llms.providers import get_backend
+from llms.selectors import models_for_user, quota_status_for_user
+
+__all__ = [
+    "build_llm",
+    "model_apply_verified_abilities",
+    "model_ensure_default",
+    "model_probe",
+    "model_probe_store",
+    "model_registry_for_user",
+    "model_save",
+    "model_set_default",
+    "model_upsert",
+    "provider_upsert",
+    "quota_check",
+    "usage_record",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def _validated(instance: Any) -> None:
+    """``full_clean`` with Django's errors turned into the one user-facing error type."""
+    try:
+        instance.full_clean()
+    except ValidationError as exc:
+        fields = getattr(exc, "message_dict", {"__all__": exc.messages})
+        text = "; ".join(
+            f"{k}: {' '.join(v)}" if k != "__all__" else " ".join(v) for k, v in fields.items()
+        )
+        raise ApplicationError(text, code="invalid", extra=fields) from None
+
+
+# ----------------------------------------------------------------------------- providers
+
+
+@sensitive_variables("api_key", "extra_headers")
+def provider_upsert(
+    *,
+    name: str,
+    base_url: str | None = None,
+    kind: str | None = None,
+    api_key: str | None = None,
+    extra_headers: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+) -> tuple[Provider, bool]:
+    """Create or update the provider called ``name``; returns ``(provider, created)``.
+
+    ``None`` keeps the current value, so re-running with fewer options never wipes a key;
+    ``api_key=""`` / ``extra_headers={}`` clear them.
+    """
+    provider = Provider.objects.filter(name=name).first()
+    created = provider is None
+    if created:
+        if not base_url:
+            raise ApplicationError("A new provider needs a base URL.", code="invalid")
+        provider = Provider(name=name)
+    if base_url is not None:
+        provider.base_url = base_url.rstrip("/")
+    if kind is not None:
+        get_backend(kind)  # unknown kinds raise ApplicationError
+        provider.kind = kind
+    if api_key is not None:
+        provider.api_key = api_key.strip()
+    if extra_headers is not None:
+        provider.extra_headers = dict(extra_headers)
+    if timeout is not None:
+        provider.timeout = float(timeout)
+    _validated(provider)
+    provider.save()
+    logger.info("provider %s %s (%s)", name, "created" if created else "updated", provider.kind)
+    return provider, created
+
+
+# -------------------------------------------------------------------------------- models
+
+
+def model_upsert(
+    *,
+    provider: Provider,
+    model_id: str,
+    display_name: str | None = None,
+    abilities: Mapping[str, Any] | None = None,
+    context_window: int | None = None,
+    max_output_tokens: int | None = None,
+    roles: Iterable[str] | None = None,
+    enabled: bool | None = None,
+    is_default: bool = False,
+) -> tuple[LLMModel, bool]:
+    """Create or update ``model_id`` of ``provider``; returns ``(model, created)``.
+
+    ``None`` keeps the current value. ``abilities`` given are merged over the current
+    ones (a new model starts from plain streaming chat). The first model becomes the
+    default; ``is_default=True`` makes this one the default.
+    """
+    model = LLMModel.objects.filter(provider=provider, model_id=model_id).first()
+    created = model is None
+    if created:
+        model = LLMModel(provider=provider, model_id=model_id)
+    if display_name is not None:
+        model.display_name = display_name
+    if abilities is not None:
+        base = default_declared_abilities() if created else dict(model.abilities or {})
+        model.abilities = {**base, **dict(abilities)}
+    if context_window is not None:
+        model.context_window = context_window or None
+    if max_output_tokens is not None:
+        model.max_output_tokens = max_output_tokens or None
+    if roles is not None:
+        model.roles = list(dict.fromkeys(roles))
+    if enabled is not None:
+        model.enabled = enabled
+    _validated(model)
+    with transaction.atomic():
+        model.save()
+        if is_default:
+            model_set_default(model=model)
+        else:
+            model_ensure_default()
+    model.refresh_from_db(fields=["is_default"])
+    return model, created
+
+
+@transaction.atomic
+def model_save(*, model: LLMModel) -> LLMModel:
+    """Save an edited row (the admin's path), keeping exactly one default."""
+    if model.is_default:
+        LLMModel.objects.filter(is_default=True).exclude(pk=model.pk).update(is_default=False)
+    model.save()
+    if not model.is_default:
+        model_ensure_default()
+        model.refresh_from_db(fields=["is_default"])
+    return model
+
+
+@transaction.atomic
+def model_set_default(*, model: LLMModel) -> LLMModel:
+    """Make ``model`` the one default (unsetting the previous one in the same transaction)."""
+    LLMModel.objects.select_for_update().filter(is_default=True).exclude(pk=model.pk).update(
+        is_default=False
+    )
+    LLMModel.objects.filter(pk=model.pk).update(is_default=True)
+    model.is_default = True
+    return model
+
+
+def model_ensure_default() -> LLMModel | None:
+    """Keep "exactly one default" once models exist: promote the first enabled model."""
+    current = LLMModel.objects.filter(is_default=True).first()
+    if current is not None:
+        return current
+    candidate = LLMModel.objects.filter(enabled=True).order_by("pk").first()
+    return model_set_default(model=candidate) if candidate is not None else None
+
+
+def model_probe_store(*, model: LLMModel, report: ProbeReport) -> LLMModel:
+    """Save a probe's findings on the row (declared abilities stay as they are)."""
+    model.verified_abilities = report.verified_abilities
+    model.probe_report = report.to_dict()
+    model.probed_at = report.finished_at or timezone.now()
+    model.save(update_fields=["verified_abilities", "probe_report", "probed_at", "updated_at"])
+    return model
+
+
+@sensitive_variables("llm", "secrets")
+def model_probe(*, model: LLMModel, timeout: float | None = None) -> ProbeReport:
+    """Probe the live endpoint of ``model`` (sync callers: admin, commands) and store it."""
+    llm, secrets, label = build_probe_llm(model, timeout or PROBE_TIMEOUT)
+
+    async def run() -> ProbeReport:
+        try:
+            return await probe_llm(
+                llm, label=label, secrets=secrets, timeout=timeout or PROBE_TIMEOUT
+            )
+        finally:
+            aclose = getattr(llm, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    report = async_to_sync(run)()
+    model_probe_store(model=model, report=report)
+    return report
+
+
+def model_apply_verified_abilities(*, model: LLMModel) -> dict[str, Any]:
+    """Copy the probed abilities over the declared ones (unprobed ones are kept)."""
+    report = model.probe_report or {}
+    if not model.probed_at or not model.verified_abilities:
+        raise ApplicationError(f"{model} has not been probed yet.", code="not_probed")
+    if not report.get("reachable"):
+        raise ApplicationError(
+            f"The last probe of {model} could not chat with it; fix the provider and probe "
+            "again before applying.",
+            code="probe_failed",
+        )
+    verified = {k: v for k, v in model.verified_abilities.items() if k in ABILITY_FLAGS}
+    model.abilities = {**(model.abilities or {}), **verified}
+    model.save(update_fields=["abilities", "updated_at"])
+    return model.abilities
+
+
+# ------------------------------------------------------------------------------ builders
+
+
+def build_llm(*, model: LLMModel, max_retries: int | None = None) -> LLM:
+    """The engine LLM for a model row, by its provider's kind (no network until used)."""
+    provider = model.provider
+    return get_backend(provider.kind).build_llm(provider, model, max_retries=max_retries)
+
+
+def model_registry_for_user(*, user: Any, default_model: LLMModel | None = None) -> ModelRegistry:
+    """An engine ModelRegistry of the models ``user`` may use.
+
+    Names are the model primary keys as strings (``str(model.pk)``): API model ids are
+    not unique across providers. Roles come from the rows; the default is
+    ``default_model`` when given and allowed (the conversation's pick), else the site
+    default, else the first model.
+    """
+    registry = ModelRegistry()
+    rows = list(models_for_user(user=user))
+    allowed_pks = {row.pk for row in rows}
+    default_pk = default_model.pk if default_model is not None else None
+    if default_pk not in allowed_pks:
+        default_pk = next((row.pk for row in rows if row.is_default), None)
+    for row in rows:
+        registry.register(
+            str(row.pk), build_llm(model=row), roles=row.roles or (), default=row.pk == default_pk
+        )
+    return registry
+
+
+# --------------------------------------------------------------------------------- usage
+
+
+def _as_usage(usage: Usage | Mapping[str, Any] | None) -> Usage:
+    if isinstance(usage, Usage):
+        return usage
+    return Usage.from_dict(dict(usage or {}))
+
+
+def usage_record(
+    *,
+    user: Any,
+    model: LLMModel | None,
+    usage: Usage | Mapping[str, Any] | None,
+    runs: int = 1,
+) -> UsageRecord:
+    """Add tokens (and runs) to today's row of ``user`` x ``model``; safe under concurrency.
+
+    An ``UPDATE ... SET total = total + n`` first; the row is created on the first use of
+    the day (a racing insert falls back to the update).
+    """
+    spent = _as_usage(usage)
+    day = timezone.localdate()
+    increments = {
+        "prompt_tokens": F("prompt_tokens") + spent.prompt_tokens,
+        "completion_tokens": F("completion_tokens") + spent.completion_tokens,
+        "total_tokens": F("total_tokens") + spent.total_tokens,
+        "runs": F("runs") + runs,
+        "updated_at": timezone.now(),
+    }
+    rows = UsageRecord.objects.filter(user=user, model=model, day=day)
+    with transaction.atomic():
+        if not rows.update(**increments):
+            try:
+                with transaction.atomic():
+                    return UsageRecord.objects.create(
+                        user=user,
+                        model=model,
+                        day=day,
+                        prompt_tokens=spent.prompt_tokens,
+                        completion_tokens=spent.completion_tokens,
+                        total_tokens=spent.total_tokens,
+                        runs=runs,
+                    )
+            except IntegrityError:
+                rows.update(**increments)
+    return rows.get()
+
+
+def quota_check(*, user: Any) -> None:
+    """Refuse a new run when today's tokens reached the user's smallest daily limit."""
+    status = quota_status_for_user(user=user)
+    if not status.exceeded:
+        return
+    local_reset = timezone.localtime(status.resets_at)
+    left = status.resets_at - timezone.now()
+    hours, rest = divmod(max(0, int(left.total_seconds())), 3600)
+    raise ApplicationError(
+        f"You have used {status.used:,} of your {status.limit:,} tokens for today. "
+        f"Your quota resets at {local_reset:%H:%M} {local_reset.tzname()} "
+        f"(in {hours} h {rest // 60} min).",
+        code="quota_exceeded",
+        extra={"used": status.used, "limit": status.limit, "resets_at": local_reset.isoformat()},
+    )

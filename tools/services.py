@@ -1,0 +1,192 @@
+"""Tool configuration rows and the set of tools a run gets.
+
+The tools handed to a run are: registered in code (:mod:`tools.registry`) ∩ enabled in
+the admin ∩ allowed for the user's groups, each built from its validated configuration.
+
+Confirmation enforcement point: a tool whose row says ``requires_confirmation`` is wrapped
+here (:func:`guard_confirmation`) so that, unless the run's ``ToolContext.extra`` lists
+its name in ``confirmed_tools``, calling it returns an error observation instead of
+running it. The engine stays unaware; a confirmation UI only has to fill
+``confirmed_tools`` (it is read at call time, so it may be filled mid-run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import inspect
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from django.db import transaction
+
+from agentsite.errors import ApplicationError
+from engine import Tool, ToolRegistry, ToolResult
+from tools.models import ToolConfig
+from tools.models.config import config_schema_errors, secret_keys
+from tools.registry import ToolContext, all_specs, get_spec
+from tools.selectors import toolconfigs_for_user
+
+__all__ = [
+    "CONFIRMATION_REQUIRED_MESSAGE",
+    "guard_confirmation",
+    "toolconfig_sync",
+    "toolconfig_update",
+    "tools_available_for_user",
+    "tools_for_user",
+]
+
+logger = logging.getLogger(__name__)
+
+CONFIRMATION_REQUIRED_MESSAGE = (
+    "This tool requires the user's confirmation, which is not available yet."
+)
+_UNSET: Any = object()
+
+
+def toolconfig_sync() -> int:
+    """Create a row (with the spec's defaults) for every registered tool lacking one."""
+    existing = set(ToolConfig.objects.values_list("name", flat=True))
+    new = [
+        ToolConfig(
+            name=spec.name,
+            enabled=spec.enabled_by_default,
+            requires_confirmation=spec.requires_confirmation,
+        )
+        for spec in all_specs()
+        if spec.name not in existing
+    ]
+    if new:
+        ToolConfig.objects.bulk_create(new, ignore_conflicts=True)
+        logger.info("tool configurations created for: %s", ", ".join(t.name for t in new))
+    return len(new)
+
+
+def toolconfig_update(
+    *,
+    toolconfig: ToolConfig,
+    enabled: bool | None = None,
+    description_override: str | None = None,
+    config: Mapping[str, Any] | None = None,
+    secrets: Mapping[str, Any] | None = None,
+    requires_confirmation: bool | None = None,
+    allowed_groups: Any = _UNSET,
+) -> ToolConfig:
+    """Change a tool's settings; the configuration is validated against its schema.
+
+    ``secrets`` are merged into the stored ones (a value of ``None`` or ``""`` removes
+    that key). Raises :class:`ApplicationError` on an invalid configuration.
+    """
+    if enabled is not None:
+        toolconfig.enabled = enabled
+    if description_override is not None:
+        toolconfig.description_override = description_override
+    if requires_confirmation is not None:
+        toolconfig.requires_confirmation = requires_confirmation
+    if config is not None:
+        toolconfig.config = dict(config)
+    if secrets is not None:
+        toolconfig.secrets_dict = {**toolconfig.secrets_dict, **dict(secrets)}
+    spec = toolconfig.spec
+    if spec is not None:
+        leaked = sorted(set(toolconfig.config or {}) & set(secret_keys(spec)))
+        if leaked:
+            raise ApplicationError(
+                f"Secret settings must be passed as secrets: {', '.join(leaked)}.",
+                code="invalid_config",
+            )
+        problems = config_schema_errors(spec, toolconfig.effective_config())
+        if problems:
+            raise ApplicationError(
+                f"Invalid configuration for {toolconfig.name}: {'; '.join(problems)}",
+                code="invalid_config",
+                extra={"config": problems},
+            )
+    with transaction.atomic():
+        toolconfig.save()
+        if allowed_groups is not _UNSET:
+            toolconfig.allowed_groups.set(allowed_groups or [])
+    return toolconfig
+
+
+def guard_confirmation(tool: Tool, context: ToolContext) -> Tool:
+    """``tool`` marked as needing confirmation, refusing to run until it is confirmed."""
+    original = tool.func
+    name = tool.name
+
+    async def guarded(**arguments: Any) -> Any:
+        if name not in set(context.extra.get("confirmed_tools") or ()):
+            return ToolResult(CONFIRMATION_REQUIRED_MESSAGE, is_error=True)
+        if inspect.iscoroutinefunction(original):
+            return await original(**arguments)
+        return await asyncio.to_thread(functools.partial(original, **arguments))
+
+    return dataclasses.replace(tool, func=guarded, requires_confirmation=True)
+
+
+def _configured(tool: Tool, row: ToolConfig, *, single: bool, context: ToolContext) -> Tool:
+    override = row.description_override.strip()
+    # A spec that builds several tools (an MCP server) only gets its own-named tool renamed.
+    if override and (single or tool.name == row.name):
+        tool = dataclasses.replace(tool, description=override)
+    if row.requires_confirmation:
+        tool = guard_confirmation(tool, context)
+    elif tool.requires_confirmation:  # the admin's flag is the one that counts
+        tool = dataclasses.replace(tool, requires_confirmation=False)
+    return tool
+
+
+def tools_for_user(*, user: Any, context: ToolContext) -> ToolRegistry:
+    """The engine registry for one run: registered ∩ enabled ∩ allowed for ``user``.
+
+    A tool whose configuration is invalid, or whose build fails, is left out (and
+    logged) rather than failing the run. Synchronous (ORM): wrap in ``sync_to_async``.
+    """
+    toolconfig_sync()
+    rows = {row.name: row for row in toolconfigs_for_user(user=user)}
+    registry = ToolRegistry()
+    for spec in all_specs():
+        row = rows.get(spec.name)
+        if row is None:
+            continue
+        config = row.effective_config()
+        problems = config_schema_errors(spec, config)
+        if problems:
+            logger.warning("tool %s skipped: invalid configuration: %s", spec.name, problems)
+            continue
+        try:
+            built = spec.build(config, context)
+        except Exception:
+            logger.exception("tool %s skipped: building it failed", spec.name)
+            continue
+        tools = [built] if isinstance(built, Tool) else list(built)
+        for tool in tools:
+            tool = _configured(tool, row, single=len(tools) == 1, context=context)
+            if tool.name in registry:
+                logger.warning("tool %s skipped: the name is already taken", tool.name)
+                continue
+            registry.register(tool)
+    return registry
+
+
+def tools_available_for_user(*, user: Any) -> list[dict[str, Any]]:
+    """Name, description and confirmation flag of each tool the user may use (for UI/API).
+
+    Lists configured tools without building them (no connection to MCP servers).
+    """
+    toolconfig_sync()
+    available = []
+    for row in toolconfigs_for_user(user=user):
+        spec = get_spec(row.name)
+        if spec is None:
+            continue
+        available.append(
+            {
+                "name": row.name,
+                "description": row.description_override.strip() or spec.description,
+                "requires_confirmation": row.requires_confirmation,
+            }
+        )
+    return available
