@@ -87,12 +87,20 @@ def _claim(run_id: int) -> RunSetup | None:
 
 
 def _build_agent_parts(setup: RunSetup):
-    from llms.selectors import default_model_for_user
+    from agentsite.errors import ApplicationError
+    from llms.selectors import default_model_for_user, model_get_for_user
     from llms.services import build_llm
     from tools.registry import ToolContext
     from tools.services import tools_for_user
 
-    model = setup.model or default_model_for_user(user=setup.user)
+    if setup.model is not None:
+        # Re-checked at run start: an admin may have disabled it or changed its groups.
+        try:
+            model = model_get_for_user(user=setup.user, model_id=setup.model.pk)
+        except ApplicationError as exc:
+            raise LLMSetupError(f"{exc.message} Pick another model for this conversation.") from exc
+    else:
+        model = default_model_for_user(user=setup.user)
     if model is None:
         raise LLMSetupError(
             "No language model is configured. An administrator can add one in the admin "

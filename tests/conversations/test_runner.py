@@ -190,3 +190,13 @@ async def test_unconfigured_model_fails_with_clear_message(user, no_launch, db):
     assert await execute_run(run.pk) == "failed"
     run = await Run.objects.aget(pk=run.pk)
     assert "No language model is configured" in run.error
+
+
+async def test_model_disabled_after_pick_is_refused_at_run_start(user, chat_model, no_launch):
+    conversation = await sync_to_async(services.conversation_create)(owner=user)
+    _, run, _ = await sync_to_async(post)(conversation, user, "hi")
+    chat_model.enabled = False
+    await chat_model.asave()
+    assert await execute_run(run.pk) == "failed"
+    run = await Run.objects.aget(pk=run.pk)
+    assert "Pick another model" in run.error
