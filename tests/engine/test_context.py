@@ -621,6 +621,15 @@ def test_smart_truncate_brings_the_query_along():
     assert_invariants(out)
 
 
+def test_smart_truncate_shares_room_between_query_and_huge_result():
+    msgs = [sys_msg(), user("QUESTION " + "q" * 2_000)] + tool_group(["h"], "H" * 40_000)
+    out = smart_truncate(msgs, 1_000)
+    assert [m.role for m in out] == ["system", "user", "assistant", "tool"]
+    assert out[1].text().startswith("QUESTION") and out[1].text().endswith(TRUNCATED_MARKER)
+    assert out[-1].text().endswith(TRUNCATED_MARKER)
+    assert estimate_messages_tokens(out) <= 1_000
+
+
 # --------------------------------------------------------------------------- property loop
 
 
