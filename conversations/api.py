@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,7 +16,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.db import close_old_connections
+from django.db import close_old_connections, transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.urls import reverse
 
@@ -27,8 +26,6 @@ from conversations import models as conversation_models
 from conversations.apiauth import api_view, json_error
 from conversations.models import Conversation, Message, Run, RunEvent
 from conversations.publisher import conversation_group
-
-logger = logging.getLogger(__name__)
 
 HEARTBEAT_SECONDS = 15.0
 TERMINAL_CHANNELS = frozenset({"done", "error"})
@@ -217,7 +214,7 @@ def model_out(model) -> dict[str, Any]:
 
 
 @api_view("GET", "POST")
-def conversations(request: HttpRequest) -> HttpResponse:
+def conversation_list_create(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         return _conversation_create(request)
     try:
@@ -258,7 +255,7 @@ def _conversation_create(request: HttpRequest) -> HttpResponse:
 
 
 @api_view("GET", "PATCH", "DELETE")
-def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
+def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpResponse:
     conv = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
     if request.method == "DELETE":
         services.conversation_delete(conversation=conv)
@@ -278,12 +275,15 @@ def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
                 "'archived' must be true or false.", extra={"archived": ["Must be a boolean."]}
             )
         model = _model_for(request.user, data["model"]) if "model" in data else None
-        if "title" in data:
-            services.conversation_rename(conversation=conv, title=title or "")
-        if model is not None:
-            services.conversation_set_model(conversation=conv, user=request.user, model_id=model.pk)
-        if archived is not None:
-            services.conversation_archive(conversation=conv, archived=archived)
+        with transaction.atomic():  # all of the changes or none
+            if "title" in data:
+                services.conversation_rename(conversation=conv, title=title or "")
+            if model is not None:
+                services.conversation_set_model(
+                    conversation=conv, user=request.user, model_id=model.pk
+                )
+            if archived is not None:
+                services.conversation_archive(conversation=conv, archived=archived)
     return JsonResponse(conversation_detail_out(conv))
 
 
@@ -329,14 +329,14 @@ def message_unpin(request: HttpRequest, message_id: int) -> HttpResponse:
 
 
 @api_view("GET")
-def models(request: HttpRequest) -> HttpResponse:
+def model_list(request: HttpRequest) -> HttpResponse:
     from llms.selectors import models_for_user
 
     return JsonResponse({"models": [model_out(m) for m in models_for_user(user=request.user)]})
 
 
 @api_view("GET")
-def tools(request: HttpRequest) -> HttpResponse:
+def tool_list(request: HttpRequest) -> HttpResponse:
     from tools.services import tools_available_for_user
 
     return JsonResponse({"tools": tools_available_for_user(user=request.user)})
@@ -455,9 +455,10 @@ async def event_stream(conversation_id: int, after: int, *, follow: bool) -> Asy
     """Replay events after ``after`` from the log, then follow the live group.
 
     Joins the group *before* reading the log, so an event is either in the replay or
-    arrives live (or both: live ones at or below the last sent id are dropped). A gap in
-    the live ids (the layer dropped a message) is filled from the log. Ends after a
-    terminal event when no other run is pending, unless ``follow``.
+    arrives live (or both: live ones at or below the last sent id are dropped). If the
+    layer ever drops a frame (a full or expired channel), the gap in the ids, or the
+    next idle heartbeat tick, fills it from the log. Ends after a terminal event when no
+    other run is pending, unless ``follow``.
     """
     layer = get_channel_layer()
     group = conversation_group(conversation_id)
@@ -476,13 +477,18 @@ async def event_stream(conversation_id: int, after: int, *, follow: bool) -> Asy
             try:
                 message = await asyncio.wait_for(layer.receive(channel), timeout=interval)
             except TimeoutError:
-                yield HEARTBEAT_FRAME
-                continue
-            if message.get("type") != "run.event" or message["seq"] <= last:
-                continue
-            entries = [(message["seq"], message["run_id"], message["channel"], message["payload"])]
-            if message["seq"] > last + 1:
                 entries = await _db(eventlog.events_after)(conversation_id, last)
+                if not entries:
+                    yield HEARTBEAT_FRAME
+                    continue
+            else:
+                if message.get("type") != "run.event" or message["seq"] <= last:
+                    continue
+                entries = [
+                    (message["seq"], message["run_id"], message["channel"], message["payload"])
+                ]
+                if message["seq"] > last + 1:
+                    entries = await _db(eventlog.events_after)(conversation_id, last)
             for seq, run_id, event, payload in entries:
                 if seq <= last:
                     continue

@@ -7,8 +7,8 @@ from django.urls import path, re_path
 from conversations import api
 
 urlpatterns = [
-    path("conversations", api.conversations, name="api_conversations"),
-    path("conversations/<int:conversation_id>", api.conversation, name="api_conversation"),
+    path("conversations", api.conversation_list_create, name="api_conversations"),
+    path("conversations/<int:conversation_id>", api.conversation_detail, name="api_conversation"),
     path(
         "conversations/<int:conversation_id>/messages",
         api.message_create,
@@ -22,8 +22,8 @@ urlpatterns = [
     path("runs/<int:run_id>/cancel", api.run_cancel, name="api_run_cancel"),
     path("messages/<int:message_id>/pin", api.message_pin, name="api_message_pin"),
     path("messages/<int:message_id>/unpin", api.message_unpin, name="api_message_unpin"),
-    path("models", api.models, name="api_models"),
-    path("tools", api.tools, name="api_tools"),
+    path("models", api.model_list, name="api_models"),
+    path("tools", api.tool_list, name="api_tools"),
     path("schema", api.schema, name="api_schema"),
     re_path(r"^(?P<path>.*)$", api.not_found, name="api_not_found"),
 ]

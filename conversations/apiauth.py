@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -29,7 +28,6 @@ from conversations.tokens import token_verify
 
 __all__ = ["api_view", "json_error"]
 
-logger = logging.getLogger(__name__)
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 _csrf = CsrfViewMiddleware(lambda request: HttpResponse())

@@ -30,17 +30,9 @@ SWEEP_INTERVAL = 60.0
 
 
 def bind_loop(loop: asyncio.AbstractEventLoop | None = None) -> None:
-    """Remember the ASGI server's loop (called by agentsite.asgi on each connection).
-
-    The first binding also starts the periodic sweep of runs whose worker died.
-    """
-    global _server_loop, _sweeper
-    loop = loop or asyncio.get_running_loop()
-    if loop is _server_loop:
-        return
-    _server_loop = loop
-    if settings.AGENTSITE_EXECUTION != "celery":
-        _sweeper = loop.create_task(_sweep_periodically())
+    """Remember the ASGI server's loop (called by agentsite.asgi on each connection)."""
+    global _server_loop
+    _server_loop = loop or asyncio.get_running_loop()
 
 
 async def _sweep_periodically() -> None:
@@ -88,7 +80,12 @@ def launch(run_id: int) -> None:
 def _start_task(run_id: int, token: CancelToken) -> None:
     from conversations.runner import execute_run
 
-    task = asyncio.get_running_loop().create_task(execute_run(run_id, token=token))
+    global _sweeper
+    loop = asyncio.get_running_loop()
+    if _sweeper is None or _sweeper.done() or _sweeper.get_loop() is not loop:
+        # Runs execute on this loop, so it also sweeps runs whose worker died.
+        _sweeper = loop.create_task(_sweep_periodically())
+    task = loop.create_task(execute_run(run_id, token=token))
     _tasks[run_id] = task
     task.add_done_callback(lambda _t: _forget(run_id))
 

@@ -9,6 +9,7 @@ produce the same DOM.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,7 @@ from conversations.markdown import render_markdown
 
 PARTIALS = "conversations/partials.html"
 OBSERVATION_PREVIEW_CHARS = 1_500
+ARTIFACT_MARKER = re.compile(r"\[Artifact generated: ([^\]]+)\]")
 
 
 def _partial(name: str, context: dict[str, Any]) -> str:
@@ -43,6 +45,16 @@ class ToolCard:
     @property
     def observation_truncated(self) -> bool:
         return len(self.observation) > OBSERVATION_PREVIEW_CHARS
+
+    @property
+    def run_id(self) -> int:
+        return int(self.dom_id.split("-")[1])
+
+    @property
+    def artifact_names(self) -> list[str]:
+        """Names from the "[Artifact generated: a, b]" summary the tool returned."""
+        match = ARTIFACT_MARKER.search(self.observation)
+        return [n.strip() for n in match.group(1).split(",")] if match else []
 
 
 @dataclass

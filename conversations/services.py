@@ -233,9 +233,8 @@ def run_sweep_stale(*, conversation: Conversation | None = None) -> int:
 
     Never re-runs them: tools may have side effects. Returns the number swept.
     """
-    from conversations.publisher import publish_interrupted
-
     from conversations import launcher
+    from conversations.publisher import publish_interrupted
 
     now = timezone.now()
     cutoff = now - STALE_HEARTBEAT

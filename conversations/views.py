@@ -159,3 +159,16 @@ def run_summary(request: HttpRequest, run_id: int) -> HttpResponse:
     summary = run.summaries.order_by("-created_at").first()
     text = summary.summary if summary else "No summary was stored for this run."
     return render(request, f"{PARTIALS}#summary-text", {"text": text})
+
+
+@require_GET
+def run_artifacts(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Previews of the artifacts a tool call of this run produced (loaded by its card)."""
+    from tools.artifacts import artifacts_for_run
+
+    run = selectors.run_get(user=request.user, run_id=run_id)
+    artifacts = artifacts_for_run(run.pk).filter(tool_name=request.GET.get("tool", ""))
+    names = request.GET.getlist("name")
+    if names:
+        artifacts = artifacts.filter(name__in=names)
+    return render(request, f"{PARTIALS}#artifact-list", {"artifacts": artifacts})

@@ -168,7 +168,19 @@ def tools_for_user(*, user: Any, context: ToolContext) -> ToolRegistry:
                 logger.warning("tool %s skipped: the name is already taken", tool.name)
                 continue
             registry.register(tool)
+    _add_mcp_tools(registry, user=user, context=context)
     return registry
+
+
+def _add_mcp_tools(registry: ToolRegistry, *, user: Any, context: ToolContext) -> None:
+    """Tools of the MCP servers this user may use, as ``<server>__<tool>``."""
+    from tools.mcp.services import mcp_tools_for_user
+
+    for tool in mcp_tools_for_user(user=user, context=context):
+        if tool.name in registry:
+            logger.warning("MCP tool %s skipped: the name is already taken", tool.name)
+            continue
+        registry.register(tool)
 
 
 def tools_available_for_user(*, user: Any) -> list[dict[str, Any]]:

@@ -1,5 +1,114 @@
-"""Placeholder until its owner fills it in."""
+"""MCP servers: whole tool hubs an admin plugs in (stdio command or streamable HTTP URL).
+
+Secrets (environment values, HTTP headers) are stored encrypted as JSON text; code reads
+them through :attr:`MCPServer.env_dict` / :attr:`MCPServer.headers_dict`. The tool list is
+cached on the row (``tools_cache``) so building a run's registry costs no connection; it
+is refreshed by :func:`tools.mcp.services.mcp_server_refresh`.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+import json
+
+from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator, URLValidator
+from django.db import models
+
+from agentsite.crypto import EncryptedTextField
+
+__all__ = ["MCPServer"]
+
+_NAME_VALIDATOR = RegexValidator(
+    r"^[A-Za-z0-9][A-Za-z0-9_-]*$",
+    "Letters, digits, _ and - only (it prefixes the tool names the model sees).",
+)
+
+
+def _json_object(text: str) -> dict[str, str]:
+    if not text:
+        return {}
+    value = json.loads(text)
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+class MCPServer(models.Model):
+    class Transport(models.TextChoices):
+        STDIO = "stdio", "stdio (local command)"
+        HTTP = "http", "Streamable HTTP"
+
+    class Health(models.TextChoices):
+        UNKNOWN = "unknown"
+        OK = "ok"
+        ERROR = "error"
+
+    name = models.CharField(
+        max_length=40,
+        unique=True,
+        validators=[_NAME_VALIDATOR],
+        help_text="Short name; tools appear to the model as <name>__<tool>.",
+    )
+    description = models.CharField(max_length=300, blank=True)
+    transport = models.CharField(max_length=8, choices=Transport.choices, default=Transport.STDIO)
+    command = models.CharField(max_length=500, blank=True, help_text="stdio: the executable.")
+    args = models.JSONField(default=list, blank=True, help_text="stdio: a JSON list of arguments.")
+    env = EncryptedTextField(blank=True, default="", help_text="stdio: JSON object (encrypted).")
+    url = models.CharField(max_length=500, blank=True, help_text="http: the MCP endpoint URL.")
+    headers = EncryptedTextField(blank=True, default="", help_text="http: JSON object (encrypted).")
+    timeout = models.FloatField(default=30.0, help_text="Seconds for connecting and each call.")
+    enabled = models.BooleanField(default=True)
+    allowed_groups = models.ManyToManyField(
+        "auth.Group",
+        blank=True,
+        related_name="mcp_servers",
+        help_text="Empty: every user may use this server's tools.",
+    )
+    health_status = models.CharField(
+        max_length=8, choices=Health.choices, default=Health.UNKNOWN, editable=False
+    )
+    last_checked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    last_error = models.TextField(blank=True, editable=False)
+    tools_cache = models.JSONField(null=True, blank=True, editable=False)
+    tools_refreshed_at = models.DateTimeField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "MCP server"
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def env_dict(self) -> dict[str, str]:
+        return _json_object(self.env)
+
+    @env_dict.setter
+    def env_dict(self, value: dict[str, str]) -> None:
+        self.env = json.dumps(value) if value else ""
+
+    @property
+    def headers_dict(self) -> dict[str, str]:
+        return _json_object(self.headers)
+
+    @headers_dict.setter
+    def headers_dict(self, value: dict[str, str]) -> None:
+        self.headers = json.dumps(value) if value else ""
+
+    @property
+    def tool_count(self) -> int:
+        return len(self.tools_cache or [])
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        if self.transport == self.Transport.STDIO and not self.command.strip():
+            errors["command"] = "A stdio server needs a command."
+        if self.transport == self.Transport.HTTP:
+            try:
+                URLValidator(schemes=["http", "https"])(self.url)
+            except ValidationError:
+                errors["url"] = "An HTTP server needs an http(s) URL."
+        if not isinstance(self.args, list) or not all(isinstance(a, str) for a in self.args):
+            errors["args"] = "Arguments must be a JSON list of strings."
+        if errors:
+            raise ValidationError(errors)

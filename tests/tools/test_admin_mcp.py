@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from tools.models import MCPServer
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def staff_client(client, staff_user):
+    client.force_login(staff_user)
+    return client
+
+
+def test_create_with_write_only_secrets_and_health_check(staff_client, mcp_http_url):
+    response = staff_client.post(
+        reverse("admin:tools_mcpserver_add"),
+        {
+            "name": "clock",
+            "description": "",
+            "enabled": "on",
+            "transport": "http",
+            "command": "",
+            "args": "[]",
+            "url": mcp_http_url,
+            "timeout": "20",
+            "headers_input": '{"Authorization": "Bearer very-secret-token"}',
+            "env_input": "",
+        },
+        follow=True,
+    )
+    assert response.status_code == 200
+    server = MCPServer.objects.get(name="clock")
+    assert server.headers_dict == {"Authorization": "Bearer very-secret-token"}
+    assert server.health_status == "ok" and server.tool_count == 2  # refreshed on save
+    assert "connected, 2 tools" in response.content.decode()
+
+    page = staff_client.get(reverse("admin:tools_mcpserver_change", args=[server.pk]))
+    html = page.content.decode()
+    assert "very-secret-token" not in html
+    assert "headers: Authorization (values hidden)" in html
+    assert "get_current_time" in html
+    listing = staff_client.get(reverse("admin:tools_mcpserver_changelist")).content.decode()
+    assert "very-secret-token" not in listing and "clock" in listing
+
+
+def test_blank_secret_keeps_value_and_action_reports_failures(staff_client):
+    server = MCPServer.objects.create(name="gone", command="/nonexistent/mcp", enabled=False)
+    server.env_dict = {"API_KEY": "k"}
+    server.save()
+    staff_client.post(
+        reverse("admin:tools_mcpserver_change", args=[server.pk]),
+        {
+            "name": "gone", "transport": "stdio", "command": "/nonexistent/mcp", "args": "[]",
+            "url": "", "timeout": "5", "env_input": "", "headers_input": "",
+        },
+    )  # fmt: skip
+    server.refresh_from_db()
+    assert server.env_dict == {"API_KEY": "k"}
+    response = staff_client.post(
+        reverse("admin:tools_mcpserver_changelist"),
+        {"action": "check_connection", "_selected_action": [server.pk]},
+        follow=True,
+    )
+    server.refresh_from_db()
+    assert server.health_status == "error"
+    assert (
+        "Gone: connection failed: MCP server &#x27;gone&#x27; failed" in response.content.decode()
+    )
+
+
+def test_invalid_secret_json_is_rejected(staff_client):
+    response = staff_client.post(
+        reverse("admin:tools_mcpserver_add"),
+        {
+            "name": "x", "transport": "stdio", "command": "run", "args": "[]", "url": "",
+            "timeout": "5", "env_input": "[1, 2]", "headers_input": "",
+        },
+    )  # fmt: skip
+    assert response.status_code == 200 and "must be a JSON object" in response.content.decode()
+    assert not MCPServer.objects.exists()

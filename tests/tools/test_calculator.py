@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+import pytest
+
+from tools.builtin.calculator import CalculatorError, build, evaluate
+from tools.registry import ToolContext
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ("2 + 3 * 4", 14),
+        ("(2 + 3) * 4", 20),
+        ("7 / 2", 3.5),
+        ("7 // 2", 3),
+        ("-7 % 3", 2),
+        ("2 ** 10", 1024),
+        ("-(3)", -3),
+        ("+4", 4),
+        ("sqrt(16) + abs(-2)", 6.0),
+        ("factorial(10)", 3628800),
+        ("floor(2.7) + ceil(2.1)", 5),
+        ("round(3.14159, 2)", 3.14),
+        ("min(3, 1, 2) + max(4, 5)", 6),
+        ("log10(1000)", 3.0),
+        ("log2(8)", 3.0),
+        ("log(e)", 1.0),
+        ("log(8, 2)", 3.0),
+        ("exp(0)", 1.0),
+        ("sin(0) + cos(0) + tan(0)", 1.0),
+        ("2 * pi", 6.283185307179586),
+    ],
+)
+def test_evaluates(expression, expected):
+    assert evaluate(expression) == pytest.approx(expected)
+
+
+def test_big_integers_are_exact():
+    assert evaluate("2 ** 200") == 2**200
+    assert evaluate("factorial(100)") % 10**20 == 0
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("1 / 0", "division by zero"),
+        ("5 // 0", "division by zero"),
+        ("5 % 0", "division by zero"),
+        ("9 ** 9 ** 9", "too large"),
+        ("10 ** 100000", "too large"),
+        ("factorial(100000)", "too large"),
+        ("factorial(-1)", "negative"),
+        ("(10 ** 3000) * (10 ** 3000)", "too large"),
+        ("10.0 ** 400", "too large"),
+        ("exp(1000)", "too large"),
+        ("sqrt(-1)", "math error"),
+        ("log(0)", "math error"),
+        ("(-8) ** 0.5", "complex"),
+        ("2 ^ 10", "**"),
+        ("__import__('os')", "unknown function"),
+        ("open('x')", "unknown function"),
+        ("x + 1", "unknown name"),
+        ("'a' * 3", "only numbers"),
+        ("True + 1", "only numbers"),
+        ("(1).__class__", "unsupported syntax"),
+        ("[1, 2]", "unsupported syntax"),
+        ("lambda: 1", "unsupported syntax"),
+        ("1 +", "invalid expression"),
+        ("round(1.5, ndigits=1)", "keyword"),
+        ("1" + "+1" * 400, "too long"),
+    ],
+)
+def test_refuses_with_clear_errors(expression, message):
+    with pytest.raises(CalculatorError, match=message.replace("*", r"\*")):
+        evaluate(expression)
+
+
+async def test_tool_returns_error_observations():
+    (tool,) = build({}, ToolContext())
+    ok = await tool.invoke({"expression": "6 * 7"})
+    assert ok.content == "6 * 7 = 42" and not ok.is_error
+    bad = await tool.invoke({"expression": "1/0"})
+    assert bad.is_error and "division by zero" in bad.content
+    float_result = await tool.invoke({"expression": "0.1 + 0.2"})
+    assert float_result.content.endswith("= 0.3")

@@ -1,0 +1,202 @@
+"""``http_request``: admin-defined HTTP endpoints (internal APIs) exposed as tools.
+
+Each endpoint in the config becomes one tool named after it::
+
+    {"endpoints": [{"name": "get_order", "description": "Look up an order",
+                    "method": "GET", "url_template": "https://shop.internal/orders/{order_id}",
+                    "headers": {"Accept": "application/json"},
+                    "parameters": {"type": "object",
+                                   "properties": {"order_id": {"type": "string"}},
+                                   "required": ["order_id"]}}],
+     "secret_headers": "{\"get_order\": {\"Authorization\": \"Bearer ...\"}}",
+     "allow_hosts": ["shop.internal"]}
+
+``{placeholders}`` in the URL are filled from the arguments, each percent-encoded as one
+path segment or query value (a ``/``, ``?`` or ``@`` in a value cannot change the URL's
+shape); the remaining arguments go in the query string (GET, DELETE, HEAD) or the JSON
+body. ``secret_headers`` (stored encrypted) maps an endpoint name, or ``*`` for all, to
+headers such as API keys. The SSRF guard applies unless the host is in ``allow_hosts``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any
+from urllib.parse import quote
+
+import jsonschema
+
+from engine import Tool, ToolResult
+from tools.builtin.web_fetch import truncate
+from tools.netguard import NetPolicy, UnsafeURLError
+from tools.registry import ToolContext, ToolSpec, register
+from tools.safehttp import FetchError, safe_request
+
+__all__ = ["fill_url_template", "tool_name_for"]
+
+logger = logging.getLogger(__name__)
+
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+DEFAULT_TIMEOUT = 15.0
+DEFAULT_MAX_BYTES = 1024 * 1024
+DEFAULT_MAX_CHARS = 20_000
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+class TemplateError(ValueError):
+    pass
+
+
+def tool_name_for(name: str) -> str:
+    return (_NAME_CHARS.sub("_", name).strip("_") or "endpoint")[:64]
+
+
+def fill_url_template(template: str, arguments: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(URL, unused arguments): each ``{name}`` replaced by its percent-encoded value."""
+    used: set[str] = set()
+
+    def replace(match: re.Match[str]) -> str:
+        key = match.group(1)
+        if key not in arguments or arguments[key] is None:
+            raise TemplateError(f"missing argument '{key}' for the URL")
+        used.add(key)
+        value = arguments[key]
+        text = json.dumps(value) if isinstance(value, dict | list | bool) else str(value)
+        return quote(text, safe="")
+
+    url = _PLACEHOLDER.sub(replace, template)
+    rest = {k: v for k, v in arguments.items() if k not in used and v is not None}
+    return url, rest
+
+
+def _secret_headers(config: dict[str, Any]) -> dict[str, dict[str, str]]:
+    raw = config.get("secret_headers") or {}
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            return {}
+    if not isinstance(raw, dict):
+        return {}
+    return {
+        str(name): {str(k): str(v) for k, v in headers.items()}
+        for name, headers in raw.items()
+        if isinstance(headers, dict)
+    }
+
+
+def _body_text(content: bytes, content_type: str, charset: str | None) -> str:
+    text = content.decode(charset or "utf-8", errors="replace")
+    if "json" in content_type:
+        try:
+            return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+        except ValueError:
+            return text
+    if content_type.startswith("text/") or "xml" in content_type or not content_type:
+        return text
+    return f"({len(content):,} bytes of {content_type})"
+
+
+def _endpoint_tool(
+    endpoint: dict[str, Any], config: dict[str, Any], secrets: dict[str, dict[str, str]]
+) -> Tool:
+    name = tool_name_for(str(endpoint["name"]))
+    method = str(endpoint.get("method") or "GET").upper()
+    if method not in METHODS:
+        raise ValueError(f"endpoint {name}: unsupported method {method}")
+    template = str(endpoint["url_template"])
+    headers = {str(k): str(v) for k, v in (endpoint.get("headers") or {}).items()}
+    headers.update(secrets.get("*", {}))
+    headers.update(secrets.get(str(endpoint["name"]), {}))
+    parameters = endpoint.get("parameters") or {"type": "object", "properties": {}}
+    policy = NetPolicy(allow_hosts=config.get("allow_hosts") or ())
+    timeout = float(config.get("timeout") or DEFAULT_TIMEOUT)
+    max_bytes = int(config.get("max_bytes") or DEFAULT_MAX_BYTES)
+    max_chars = int(config.get("max_chars") or DEFAULT_MAX_CHARS)
+
+    async def call(**arguments: Any) -> ToolResult:
+        try:
+            url, rest = fill_url_template(template, arguments)
+        except TemplateError as exc:
+            return ToolResult(f"Error: {exc}", is_error=True)
+        body = rest if method in BODY_METHODS else None
+        params = None if method in BODY_METHODS else rest
+        try:
+            response = await safe_request(
+                method, url, policy=policy, headers=headers, params=params or None, json=body,
+                max_bytes=max_bytes, timeout=timeout,
+            )  # fmt: skip
+        except UnsafeURLError as exc:
+            return ToolResult(f"Error: URL refused: {exc}", is_error=True)
+        except FetchError as exc:
+            return ToolResult(f"Error: {exc}", is_error=True)
+        text = truncate(
+            _body_text(response.content, response.content_type, response.charset), max_chars
+        )
+        status = f"HTTP {response.status_code}"
+        if response.status_code >= 400:
+            return ToolResult(f"Error: {status}\n{text}", is_error=True)
+        return ToolResult(f"{status}\n{text}")
+
+    return Tool(
+        name=name,
+        description=str(endpoint.get("description") or f"Call {method} {template}"),
+        parameters=parameters,
+        func=call,
+        timeout=timeout + 5,
+    )
+
+
+def build(config: dict[str, Any], context: ToolContext) -> list[Tool]:
+    """One tool per endpoint; a malformed endpoint is logged and skipped, not fatal."""
+    secrets = _secret_headers(config)
+    tools: list[Tool] = []
+    for endpoint in config.get("endpoints") or []:
+        try:
+            tools.append(_endpoint_tool(endpoint, config, secrets))
+        except (KeyError, TypeError, ValueError, jsonschema.SchemaError) as exc:
+            logger.warning("http_request: skipping endpoint %r: %s", endpoint, exc)
+    return tools
+
+
+ENDPOINT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+        "description": {"type": "string"},
+        "method": {"type": "string", "enum": list(METHODS)},
+        "url_template": {"type": "string", "pattern": "^https?://"},
+        "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+        "parameters": {"type": "object"},
+    },
+    "required": ["name", "url_template"],
+}
+
+SPEC = register(
+    ToolSpec(
+        name="http_request",
+        description="Admin-defined HTTP endpoints exposed as tools (one tool per endpoint).",
+        build=build,
+        config_schema={
+            "type": "object",
+            "properties": {
+                "endpoints": {"type": "array", "items": ENDPOINT_SCHEMA},
+                "secret_headers": {
+                    "type": "string",
+                    "x-secret": True,
+                    "description": 'JSON: {"<endpoint name>" or "*": {"Header": "value"}}, '
+                    "stored encrypted.",
+                },
+                "allow_hosts": {"type": "array", "items": {"type": "string"}},
+                "timeout": {"type": "number", "minimum": 1, "default": DEFAULT_TIMEOUT},
+                "max_bytes": {"type": "integer", "minimum": 1024, "default": DEFAULT_MAX_BYTES},
+                "max_chars": {"type": "integer", "minimum": 500, "default": DEFAULT_MAX_CHARS},
+            },
+        },
+        default_config={"endpoints": [], "allow_hosts": []},
+    )
+)

@@ -1,0 +1,109 @@
+"""``python``: run a short Python snippet in the sandbox (tools/sandbox.py).
+
+DISABLED BY DEFAULT. The sandbox limits CPU, memory, file size, processes and network
+(see tools/sandbox.py for exactly what holds), but a snippet can still read every
+world-readable file, and when the server does not run as root it runs as the server's
+own user. Enable it only on a machine where that is acceptable (a container running as
+root is the best case: the snippet drops to a throwaway uid in a network namespace).
+Files the snippet writes in its working directory become artifacts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine import Tool, ToolResult
+from tools.artifacts import persist_artifacts
+from tools.registry import ToolContext, ToolSpec, register
+from tools.sandbox import SandboxLimits, SandboxUnavailable, run_python
+
+__all__ = ["python_exec"]
+
+DEFAULTS = SandboxLimits()
+MAX_CODE_CHARS = 50_000
+
+
+async def python_exec(code: str, limits: SandboxLimits) -> ToolResult:
+    if len(code) > MAX_CODE_CHARS:
+        return ToolResult(f"Error: code longer than {MAX_CODE_CHARS:,} characters", is_error=True)
+    try:
+        result = await run_python(code, limits)
+    except SandboxUnavailable as exc:
+        return ToolResult(f"Error: the Python sandbox is unavailable: {exc}", is_error=True)
+    failed = result.timed_out or result.cpu_exceeded or result.exit_code != 0
+    return ToolResult(result.summary(), "text", result.artifacts, is_error=failed)
+
+
+def _limits(config: dict[str, Any]) -> SandboxLimits:
+    def pick(key: str, default: Any, cast: type) -> Any:
+        value = config.get(key)
+        return cast(value) if value not in (None, "") else default
+
+    return SandboxLimits(
+        cpu_seconds=pick("cpu_seconds", DEFAULTS.cpu_seconds, int),
+        wall_seconds=pick("wall_seconds", DEFAULTS.wall_seconds, float),
+        memory_mb=pick("memory_mb", DEFAULTS.memory_mb, int),
+        max_file_bytes=pick("max_file_bytes", DEFAULTS.max_file_bytes, int),
+        max_files=pick("max_files", DEFAULTS.max_files, int),
+        max_output_chars=pick("max_output_chars", DEFAULTS.max_output_chars, int),
+        interpreter=pick("interpreter", None, str),
+    )
+
+
+def build(config: dict[str, Any], context: ToolContext) -> list[Tool]:
+    limits = _limits(config)
+
+    async def run(code: str) -> ToolResult:
+        return await python_exec(code, limits)
+
+    tool = Tool(
+        name="python",
+        description=(
+            "Run a short Python 3 script (standard library only; no network, threads or "
+            f"subprocesses, {limits.cpu_seconds} s CPU, {limits.memory_mb} MB memory) and "
+            "return what it prints. Files it writes in the current directory (e.g. "
+            "report.html, chart.svg, data.csv) are shown to the user as downloads."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {"code": {"type": "string", "description": "The Python source to run"}},
+            "required": ["code"],
+        },
+        func=run,
+        timeout=limits.wall_seconds + 10,
+    )
+    return persist_artifacts([tool], context)
+
+
+SPEC = register(
+    ToolSpec(
+        name="python",
+        description="Run Python snippets in a sandbox (disabled by default: see tools/sandbox.py).",
+        build=build,
+        enabled_by_default=False,
+        config_schema={
+            "type": "object",
+            "properties": {
+                "cpu_seconds": {"type": "integer", "minimum": 1, "maximum": 300},
+                "wall_seconds": {"type": "number", "minimum": 1, "maximum": 600},
+                "memory_mb": {"type": "integer", "minimum": 32, "maximum": 8192},
+                "max_file_bytes": {"type": "integer", "minimum": 1024},
+                "max_files": {"type": "integer", "minimum": 0, "maximum": 100},
+                "max_output_chars": {"type": "integer", "minimum": 100},
+                "interpreter": {
+                    "type": "string",
+                    "description": "Python executable to run (default: this one, or the "
+                    "system's when privileges are dropped).",
+                },
+            },
+        },
+        default_config={
+            "cpu_seconds": DEFAULTS.cpu_seconds,
+            "wall_seconds": DEFAULTS.wall_seconds,
+            "memory_mb": DEFAULTS.memory_mb,
+            "max_file_bytes": DEFAULTS.max_file_bytes,
+            "max_files": DEFAULTS.max_files,
+            "max_output_chars": DEFAULTS.max_output_chars,
+        },
+    )
+)

@@ -1,0 +1,1 @@
+"""MCP servers as tool hubs: the SDK client (``client``) and the Django side (``services``)."""
