@@ -131,3 +131,22 @@ def test_queued_run_that_never_started_is_failed(user, chat_model, no_launch):
         conversation=conversation, user=user, content="again"
     )
     assert not injected and new_run.pk != run.pk
+
+
+def test_quota_exceeded_keeps_message_and_refuses_run(user, chat_model, no_launch, client):
+    from llms.models import UsageQuota
+    from llms.services import usage_record
+
+    UsageQuota.objects.create(user=user, daily_token_limit=100)
+    usage_record(user=user, model=chat_model, usage={"prompt_tokens": 80, "completion_tokens": 30})
+    conversation = services.conversation_create(owner=user)
+    message, run, injected = services.message_post(
+        conversation=conversation, user=user, content="hi"
+    )
+    assert not injected and no_launch == []
+    assert Message.objects.filter(pk=message.pk).exists()
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED and "of your 100 tokens" in run.error
+    client.force_login(user)
+    page = client.get(f"/c/{conversation.pk}/").content.decode()
+    assert run.error.split(".")[0] in page  # the refusal is shown in the conversation
