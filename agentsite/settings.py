@@ -125,6 +125,8 @@ CELERY_BEAT_SCHEDULE = {
 }
 AGENTSITE_RUN_STALE_SECONDS = env.int("AGENTSITE_RUN_STALE_SECONDS", default=90)
 AGENTSITE_MESSAGE_MAX_CHARS = env.int("AGENTSITE_MESSAGE_MAX_CHARS", default=100_000)
+AGENTSITE_API_RATE_LIMIT = env.int("AGENTSITE_API_RATE_LIMIT", default=120)  # per minute
+AGENTSITE_SSE_HEARTBEAT = env.float("AGENTSITE_SSE_HEARTBEAT", default=15.0)  # seconds
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

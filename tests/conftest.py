@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 import pytest
+from django.core.cache import cache
 
 
 @pytest.fixture(autouse=True)
@@ -30,3 +34,28 @@ def staff_user(django_user_model):
 def user_client(client, user):
     client.force_login(user)
     return client
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    """Use a SQLite *file* test database (WAL, busy timeout) instead of shared-cache memory.
+
+    Runs, streams and the publisher touch the database from several threads at once. An
+    in-memory shared-cache database answers any overlap with an immediate "database
+    table is locked" instead of waiting, which production's file database never does.
+    Per process, so parallel test sessions in one checkout do not collide.
+    """
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    test = database.setdefault("TEST", {})
+    if database["ENGINE"].endswith("sqlite3") and not test.get("NAME"):
+        test["NAME"] = os.path.join(tempfile.gettempdir(), f"agentsite-test-{os.getpid()}.sqlite3")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Rate-limit counters and event tails live in the cache; ids repeat across tests."""
+    cache.clear()
+    yield
+    cache.clear()
