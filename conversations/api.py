@@ -12,11 +12,10 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.db import close_old_connections, transaction
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.urls import reverse
 
@@ -24,6 +23,7 @@ from agentsite.errors import ApplicationError
 from conversations import eventlog, selectors, services
 from conversations import models as conversation_models
 from conversations.apiauth import api_view, json_error
+from conversations.asyncdb import db
 from conversations.models import Conversation, Message, Run, RunEvent
 from conversations.publisher import conversation_group
 
@@ -364,19 +364,6 @@ not_found.csrf_exempt = True  # type: ignore[attr-defined]
 # ---------------------------------------------------------------------------- SSE
 
 
-def _db(fn):
-    """ORM work from the stream's coroutine, in a worker thread with fresh connections."""
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        close_old_connections()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            close_old_connections()
-
-    return sync_to_async(call, thread_sensitive=False)
-
-
 def _start_after(request: HttpRequest) -> int | None:
     """The sequence number to resume after: Last-Event-ID, else ?after=N, else None."""
     for name, raw in (
@@ -466,18 +453,18 @@ async def event_stream(conversation_id: int, after: int, *, follow: bool) -> Asy
     last = after
     await layer.group_add(group, channel)
     try:
-        replay = await _db(eventlog.events_after)(conversation_id, after)
+        replay = await db(eventlog.events_after)(conversation_id, after)
         for seq, _run_id, event, payload in replay:
             yield sse_frame(seq, event, payload)
             last = seq
-        if not follow and not await _db(_more_expected)(conversation_id, replay):
+        if not follow and not await db(_more_expected)(conversation_id, replay):
             return
         interval = heartbeat_interval()
         while True:
             try:
                 message = await asyncio.wait_for(layer.receive(channel), timeout=interval)
             except TimeoutError:
-                entries = await _db(eventlog.events_after)(conversation_id, last)
+                entries = await db(eventlog.events_after)(conversation_id, last)
                 if not entries:
                     yield HEARTBEAT_FRAME
                     continue
@@ -488,7 +475,7 @@ async def event_stream(conversation_id: int, after: int, *, follow: bool) -> Asy
                     (message["seq"], message["run_id"], message["channel"], message["payload"])
                 ]
                 if message["seq"] > last + 1:
-                    entries = await _db(eventlog.events_after)(conversation_id, last)
+                    entries = await db(eventlog.events_after)(conversation_id, last)
             for seq, run_id, event, payload in entries:
                 if seq <= last:
                     continue
@@ -497,7 +484,7 @@ async def event_stream(conversation_id: int, after: int, *, follow: bool) -> Asy
                 if (
                     event in TERMINAL_CHANNELS
                     and not follow
-                    and not await _db(_other_run_active)(conversation_id, run_id)
+                    and not await db(_other_run_active)(conversation_id, run_id)
                 ):
                     return
     finally:
@@ -507,10 +494,10 @@ async def event_stream(conversation_id: int, after: int, *, follow: bool) -> Asy
 @api_view("GET")
 async def conversation_events(request: HttpRequest, conversation_id: int) -> HttpResponse:
     """``text/event-stream`` of the conversation's events (DESIGN.md section 4)."""
-    await _db(selectors.conversation_get)(user=request.user, conversation_id=conversation_id)
+    await db(selectors.conversation_get)(user=request.user, conversation_id=conversation_id)
     after = _start_after(request)
     if after is None:
-        after = await _db(default_start)(conversation_id)
+        after = await db(default_start)(conversation_id)
     follow = request.GET.get("follow", "") in ("1", "true", "yes")
     response = StreamingHttpResponse(
         event_stream(conversation_id, after, follow=follow), content_type="text/event-stream"

@@ -50,20 +50,3 @@ def events_after(
         if entry[0] > after_seq and (run_id is None or entry[1] == run_id):
             merged.setdefault(entry[0], entry)
     return [merged[seq] for seq in sorted(merged)]
-
-
-def latest_run_start_seq(conversation_id: int) -> int:
-    """The seq just before the first event of the conversation's latest run (SSE default)."""
-    latest = (
-        RunEvent.objects.filter(conversation_id=conversation_id)
-        .order_by("-run__created_at", "-run_id")
-        .values_list("run_id", flat=True)
-        .first()
-    )
-    if latest is None:
-        tail = tail_get(conversation_id)
-        return tail[0][0] - 1 if tail else 0
-    first = (
-        RunEvent.objects.filter(run_id=latest).order_by("seq").values_list("seq", flat=True).first()
-    )
-    return (first or 1) - 1

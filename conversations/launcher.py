@@ -94,6 +94,10 @@ def _forget(run_id: int) -> None:
     with _lock:
         _tasks.pop(run_id, None)
         _tokens.pop(run_id, None)
+        idle = not _tasks
+    if idle and _sweeper is not None:
+        # Nothing runs here any more; page loads and new posts still sweep.
+        _sweeper.cancel()
 
 
 def is_local(run_id: int) -> bool:

@@ -15,11 +15,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import sync_to_async
-from django.db import close_old_connections
 from django.utils import timezone
 
 from conversations import compaction
+from conversations.asyncdb import db
 from conversations.models import Conversation, Message, Run
 from conversations.publisher import RunPublisher
 from engine import CancelledRun, CancelToken, InterruptQueue, LLMError, ReActAgent
@@ -30,19 +29,6 @@ logger = logging.getLogger(__name__)
 
 WATCH_INTERVAL = 0.25
 HEARTBEAT_INTERVAL = 5.0
-
-
-def db(fn):
-    """Run an ORM function in a worker thread (never on the event loop)."""
-
-    def call(*args, **kwargs):
-        close_old_connections()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            close_old_connections()
-
-    return sync_to_async(call, thread_sensitive=False)
 
 
 @dataclass
