@@ -58,6 +58,7 @@ class RunPublisher:
         self._delta_task: asyncio.Task | None = None
         self._flush_task: asyncio.Task | None = None
         self._lock = asyncio.Lock()
+        self._flush_lock = asyncio.Lock()
 
     # public -------------------------------------------------------------------
     async def on_event(self, event: AgentEvent) -> None:
@@ -105,16 +106,23 @@ class RunPublisher:
         await self.flush()
 
     async def flush(self) -> None:
-        async with self._lock:
-            batch, self._unflushed = self._unflushed, []
-        if not batch:
-            return
-        await sync_to_async(_write_events, thread_sensitive=False)(self.conversation_id, batch)
-        self.db_writes += 1
-        async with self._lock:
-            await sync_to_async(eventlog.tail_set, thread_sensitive=False)(
-                self.conversation_id, list(self._unflushed)
-            )
+        """Write the unflushed events; they leave the tail only once the rows committed.
+
+        Until then a reader finds them in the tail, so a page load or a reconnect during
+        the write never misses them.
+        """
+        async with self._flush_lock:
+            async with self._lock:
+                batch = list(self._unflushed)
+            if not batch:
+                return
+            await sync_to_async(_write_events, thread_sensitive=False)(self.conversation_id, batch)
+            self.db_writes += 1
+            async with self._lock:
+                del self._unflushed[: len(batch)]
+                await sync_to_async(eventlog.tail_set, thread_sensitive=False)(
+                    self.conversation_id, list(self._unflushed)
+                )
 
     # deltas -------------------------------------------------------------------
     async def _on_delta(self, content: str) -> None:

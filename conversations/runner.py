@@ -23,7 +23,7 @@ from conversations.models import Conversation, Message, Run
 from conversations.publisher import RunPublisher
 from engine import CancelledRun, CancelToken, InterruptQueue, LLMError, ReActAgent
 from engine.agent import AgentResult
-from engine.events import Compact, ErrorEvent
+from engine.events import Compact, Done, ErrorEvent
 
 logger = logging.getLogger(__name__)
 
@@ -165,7 +165,12 @@ def _poll(run_id: int, beat: bool) -> tuple[bool, list[tuple[int, str]]]:
 
 async def execute_run(run_id: int, *, token: CancelToken | None = None) -> str | None:
     """Execute one run end to end; returns its final status (None if it never started)."""
-    setup = await db(_claim)(run_id)
+    try:
+        setup = await db(_claim)(run_id)
+    except Exception:
+        logger.exception("run %s could not start", run_id)
+        await db(_fail_unstarted)(run_id)
+        return Run.Status.FAILED
     if setup is None:
         logger.info("run %s was cancelled before it started", run_id)
         return None
@@ -177,7 +182,17 @@ async def execute_run(run_id: int, *, token: CancelToken | None = None) -> str |
     watcher = RunWatcher(run_id, token, queue, publisher)
     watcher.start()
     started = time.perf_counter()
-    status, error, answer, result, llm = Run.Status.FAILED, "", "", None, None
+    status, error, result, llm = Run.Status.FAILED, "", None, None
+    saved: list[Message] = []
+
+    async def on_event(event) -> None:
+        if isinstance(event, Done):
+            # Saved before the done frame goes out, so the live footer can pin it.
+            message = await db(_save_answer)(run_id, event.answer, event.usage)
+            publisher.view.assistant_message = message
+            saved.append(message)
+        await publisher.on_event(event)
+
     try:
         model, llm, registry = await db(_build_agent_parts)(setup)
         guard = compaction.context_guard_for(model, llm)
@@ -189,17 +204,17 @@ async def execute_run(run_id: int, *, token: CancelToken | None = None) -> str |
             llm,
             registry,
             interrupt_queue=queue,
-            on_event=publisher.on_event,
+            on_event=on_event,
             cancel=token,
             context_guard=guard,
         )
         result = await agent.run(setup.query, loaded.messages)
-        if result.status != "cancelled":
-            chunks = [chunk async for chunk in agent.stream_answer(result, setup.query)]
-            answer = "".join(chunks)
+        if result.status in (Run.Status.SUCCEEDED, Run.Status.PAUSED):
+            async for _chunk in agent.stream_answer(result, setup.query):
+                pass
         status = result.status
         error = result.error or ""
-        if status == "failed" and not error:
+        if status == Run.Status.FAILED and not error:
             error = result.answer
     except CancelledRun:
         status = Run.Status.CANCELLED
@@ -215,14 +230,12 @@ async def execute_run(run_id: int, *, token: CancelToken | None = None) -> str |
         if llm is not None and hasattr(llm, "aclose"):
             await llm.aclose()
     elapsed = time.perf_counter() - started
-    if status == "failed":
+    if status == Run.Status.FAILED:
         await publisher.publish("error", ErrorEvent(_readable(error), "failed").to_dict())
-    elif status == "cancelled":
+    elif status == Run.Status.CANCELLED:
         await publisher.publish("error", ErrorEvent("Stopped.", "cancelled").to_dict())
     await publisher.close()
-    message = await db(_finish)(run_id, status, error, answer, result, elapsed)
-    if message is not None:
-        publisher.view.assistant_message = message
+    await db(_finish)(run_id, status, error, result, elapsed, saved[0] if saved else None)
     await db(_start_followup)(run_id)
     logger.info(
         "run %s finished: %s in %.2fs, %d frames, %d log writes",
@@ -235,22 +248,44 @@ def _readable(error: str) -> str:
     return error or "The run failed."
 
 
-def _finish(
-    run_id: int, status: str, error: str, answer: str, result: AgentResult | None, elapsed: float
-) -> Message | None:
+def _save_answer(run_id: int, answer: str, usage: dict) -> Message:
     from conversations.services import message_create
 
+    run = Run.objects.select_related("conversation").get(pk=run_id)
+    return message_create(
+        conversation=run.conversation,
+        role=Message.Role.ASSISTANT,
+        content=answer,
+        run=run,
+        usage=usage,
+    )
+
+
+def _fail_unstarted(run_id: int) -> None:
+    """A run whose setup crashed: failed with a message, never left "running"."""
+    from conversations.publisher import publish_events_sync
+
+    error = "The run could not start because of an internal error. Send the message again."
+    updated = Run.objects.filter(pk=run_id, status__in=Run.ACTIVE_STATUSES).update(
+        status=Run.Status.FAILED, error=error, finished_at=timezone.now()
+    )
+    if updated:
+        publish_events_sync(run=Run.objects.get(pk=run_id), events=[ErrorEvent(error, "failed")])
+
+
+def _finish(
+    run_id: int,
+    status: str,
+    error: str,
+    result: AgentResult | None,
+    elapsed: float,
+    answer_message: Message | None,
+) -> None:
     run = Run.objects.select_related("conversation__owner", "conversation__model").get(pk=run_id)
     usage = result.usage.to_dict() if result is not None else {}
-    message = None
-    if answer and status in (Run.Status.SUCCEEDED, Run.Status.PAUSED):
-        message = message_create(
-            conversation=run.conversation,
-            role=Message.Role.ASSISTANT,
-            content=answer,
-            run=run,
-            usage=usage,
-        )
+    if answer_message is not None and answer_message.usage != usage:
+        # The stream's own tokens were added after the Done event was built.
+        Message.objects.filter(pk=answer_message.pk).update(usage=usage)
     run.status = status
     run.error = error if status != Run.Status.SUCCEEDED else ""
     run.iterations = result.iterations if result is not None else 0
@@ -262,7 +297,6 @@ def _finish(
         from llms.services import usage_record
 
         usage_record(user=run.conversation.owner, model=run.conversation.model, usage=usage)
-    return message
 
 
 def _start_followup(run_id: int) -> None:

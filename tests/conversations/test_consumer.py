@@ -130,3 +130,40 @@ async def test_deltas_are_coalesced_while_streaming(user, setup_run):
     assert publisher.db_writes <= 2
     stored = await sync_to_async(list)(run.events.order_by("seq").values_list("payload", flat=True))
     assert [p["content"] for p in stored] == [f["payload"]["content"] for f in frames]
+
+
+async def test_events_stay_readable_while_their_batch_is_being_written(
+    user, setup_run, monkeypatch
+):
+    """A reader during a flush must see every event (in the tail or in the rows)."""
+    import threading
+
+    from conversations import eventlog
+    from conversations import publisher as publisher_module
+
+    conversation, run = await sync_to_async(setup_run)()
+    real_write = publisher_module._write_events
+    writing, release = threading.Event(), threading.Event()
+
+    def gated_write(conversation_id, batch):
+        writing.set()
+        assert release.wait(10)
+        real_write(conversation_id, batch)
+
+    monkeypatch.setattr(publisher_module, "_write_events", gated_write)
+    pub = RunPublisher(run_id=run.pk, conversation_id=conversation.pk, start_seq=0)
+    await pub.publish("answer", {"status": "delta", "content": "A"})
+    await pub.publish("answer", {"status": "delta", "content": "B"})
+    flushing = asyncio.ensure_future(pub.flush())
+    assert await asyncio.to_thread(writing.wait, 10)
+    await pub.publish("answer", {"status": "delta", "content": "C"})
+
+    seen = await sync_to_async(eventlog.events_after)(conversation.pk, 0)
+    assert [e[3]["content"] for e in seen] == ["A", "B", "C"]
+
+    release.set()
+    await flushing
+    seen = await sync_to_async(eventlog.events_after)(conversation.pk, 0)
+    assert [e[3]["content"] for e in seen] == ["A", "B", "C"]
+    assert eventlog.tail_get(conversation.pk)[0][3]["content"] == "C"
+    await pub.close()

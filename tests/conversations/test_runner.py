@@ -200,3 +200,25 @@ async def test_model_disabled_after_pick_is_refused_at_run_start(user, chat_mode
     assert await execute_run(run.pk) == "failed"
     run = await Run.objects.aget(pk=run.pk)
     assert "Pick another model" in run.error
+
+
+async def test_done_frame_already_carries_the_answer_pin(user, chat_model, llm_server, no_launch):
+    from channels.layers import get_channel_layer
+
+    llm_server.push("Done.", "Final answer.")
+    conversation = await sync_to_async(services.conversation_create)(owner=user)
+    _, run, _ = await sync_to_async(post)(conversation, user, "hi")
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(f"conversation.{conversation.pk}", channel)
+
+    assert await execute_run(run.pk) == "succeeded"
+
+    frames = []
+    while True:
+        message = await layer.receive(channel)
+        frames.append(message)
+        if message["channel"] == "done":
+            break
+    answer = await Message.objects.filter(run=run, role="assistant").aget()
+    assert f'id="pin-{answer.pk}"' in frames[-1]["html"]

@@ -38,7 +38,8 @@ def test_every_url_is_404_for_another_user(client, other_user, conversation, use
     assert Message.objects.filter(conversation=conversation).count() == 1
 
 
-def test_post_returns_message_and_run_block(user_client, conversation):
+def test_post_returns_message_run_block_and_new_title(user_client, user, chat_model):
+    conversation = services.conversation_create(owner=user)
     response = user_client.post(
         f"/c/{conversation.pk}/messages/", {"content": "Hello <b>there</b>"}, HTTP_HX_REQUEST="true"
     )
@@ -47,6 +48,7 @@ def test_post_returns_message_and_run_block(user_client, conversation):
     run = Run.objects.get()
     assert f'id="run-{run.pk}"' in html and "Hello &lt;b&gt;there&lt;/b&gt;" in html
     assert f'hx-post="/runs/{run.pk}/cancel/"' in html  # Stop button while active
+    assert 'id="conversation-title"' in html and 'value="Hello &lt;b&gt;there&lt;/b&gt;"' in html
 
 
 def test_followup_while_running_shows_inject_item(user_client, conversation, user):
