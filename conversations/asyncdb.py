@@ -2,11 +2,34 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import close_old_connections
+
+_executor: ThreadPoolExecutor | None = None
+_lock = threading.Lock()
+
+
+def executor() -> ThreadPoolExecutor:
+    """One bounded pool per process, shared by every run and stream.
+
+    The loop's default executor is per event loop, and a Celery worker runs each run on
+    its own loop: 200 concurrent runs meant hundreds of threads, each with its own
+    PostgreSQL connection ("sorry, too many clients already" at 100). With this pool a
+    process holds at most ``AGENTSITE_DB_THREADS`` connections, kept open between calls
+    when ``CONN_MAX_AGE`` > 0.
+    """
+    global _executor
+    with _lock:
+        if _executor is None:
+            size = int(getattr(settings, "AGENTSITE_DB_THREADS", 16))
+            _executor = ThreadPoolExecutor(max_workers=size, thread_name_prefix="agentsite-db")
+        return _executor
 
 
 def db(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -23,4 +46,4 @@ def db(fn: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             close_old_connections()
 
-    return sync_to_async(call, thread_sensitive=False)
+    return sync_to_async(call, thread_sensitive=False, executor=executor())

@@ -15,11 +15,12 @@ import logging
 import time
 from typing import Any
 
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
 from conversations import eventlog
+from conversations.asyncdb import db
 from conversations.models import Conversation, Message, Run, RunEvent
 from conversations.rendering import RunView, build_run_view
 from engine.events import AgentEvent, AnswerDelta, ErrorEvent, IterationDone
@@ -27,6 +28,9 @@ from engine.events import AgentEvent, AnswerDelta, ErrorEvent, IterationDone
 logger = logging.getLogger(__name__)
 
 FRAME_INTERVAL = 0.05
+# A delta arriving at least this long after the previous one means the stream is not
+# bunching up: it goes out at once (20 tokens/s = one every 50 ms must never wait).
+IDLE_GAP = 0.04
 FLUSH_INTERVAL = 0.5
 IMMEDIATE_FLUSH = {("step", "iteration", "start"), ("done", None, None), ("error", None, None)}
 
@@ -54,6 +58,8 @@ class RunPublisher:
         self._unflushed: list[eventlog.Entry] = []
         self._pending_delta = ""
         self._last_frame_at = 0.0
+        self._last_delta_at = 0.0
+        self._publish_cost = 0.0  # moving average of one frame's send time
         self._delta_timer: asyncio.TimerHandle | None = None
         self._delta_task: asyncio.Task | None = None
         self._flush_task: asyncio.Task | None = None
@@ -71,14 +77,13 @@ class RunPublisher:
 
     async def publish(self, channel: str, payload: dict[str, Any]) -> int:
         async with self._lock:
+            self._last_frame_at = time.monotonic()  # when this frame started going out
             self.seq += 1
             seq = self.seq
             entry: eventlog.Entry = (seq, self.run_id, channel, payload)
             self._unflushed.append(entry)
             html = self.view.apply(seq, channel, payload)
-            await sync_to_async(eventlog.tail_set, thread_sensitive=False)(
-                self.conversation_id, list(self._unflushed)
-            )
+            await db(eventlog.tail_set)(self.conversation_id, list(self._unflushed))
             await self.layer.group_send(
                 self.group,
                 {
@@ -91,7 +96,8 @@ class RunPublisher:
                 },
             )
             self.frames_sent += 1
-            self._last_frame_at = time.monotonic()
+            cost = time.monotonic() - self._last_frame_at
+            self._publish_cost = 0.8 * self._publish_cost + 0.2 * cost
         if _flush_key(channel, payload) in IMMEDIATE_FLUSH:
             await self.flush()
         else:
@@ -116,25 +122,33 @@ class RunPublisher:
                 batch = list(self._unflushed)
             if not batch:
                 return
-            await sync_to_async(_write_events, thread_sensitive=False)(self.conversation_id, batch)
+            await db(_write_events)(self.conversation_id, batch)
             self.db_writes += 1
             async with self._lock:
                 del self._unflushed[: len(batch)]
-                await sync_to_async(eventlog.tail_set, thread_sensitive=False)(
-                    self.conversation_id, list(self._unflushed)
-                )
+                await db(eventlog.tail_set)(self.conversation_id, list(self._unflushed))
 
     # deltas -------------------------------------------------------------------
+    @property
+    def frame_interval(self) -> float:
+        """Batching interval: ~50 ms, stretched when sending a frame gets slow (overload),
+        so a saturated process sends fewer, larger frames instead of falling behind."""
+        return max(FRAME_INTERVAL, 4 * self._publish_cost)
+
     async def _on_delta(self, content: str) -> None:
         if not content:
             return
-        idle = time.monotonic() - self._last_frame_at >= FRAME_INTERVAL
+        now = time.monotonic()
+        # Idle = the previous delta came a while ago (not: the previous *frame* went out a
+        # while ago, which phase-locks a steady 20 tokens/s stream into waiting ~25 ms).
+        idle = now - self._last_delta_at >= IDLE_GAP
+        self._last_delta_at = now
         if idle and not self._pending_delta:
             await self.publish("answer", {"status": "delta", "content": content})
             return
         self._pending_delta += content
         if self._delta_task is None or self._delta_task.done():
-            delay = max(0.0, FRAME_INTERVAL - (time.monotonic() - self._last_frame_at))
+            delay = max(0.0, self.frame_interval - (now - self._last_frame_at))
             self._delta_task = asyncio.ensure_future(self._delayed_delta(delay))
 
     async def _delayed_delta(self, delay: float) -> None:
@@ -147,10 +161,9 @@ class RunPublisher:
             await self.publish("answer", {"status": "delta", "content": content})
 
     async def send_pending_delta(self) -> None:
-        task = self._delta_task
-        if task is not None and not task.done() and task is not asyncio.current_task():
-            task.cancel()
-        self._delta_task = None
+        # Never cancel the delayed send: it may already be inside publish() (seq taken,
+        # view applied, frame not yet sent), and cancelling it there loses the frame for
+        # live clients. Sending now empties the buffer; the timer then finds nothing.
         await self._send_pending_delta()
 
     def _schedule_flush(self) -> None:

@@ -1,0 +1,66 @@
+"""The publisher's coalescing never loses a delta, and batches a fast stream."""
+
+from __future__ import annotations
+
+import asyncio
+
+from conversations import publisher
+from engine.events import AnswerDelta, AnswerDone
+
+
+class GatedLayer:
+    """A channel layer whose sends can be held open, to catch a frame mid-send."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict]] = []
+        self.hold = asyncio.Event()
+        self.hold.set()
+        self.entered = asyncio.Event()
+
+    async def group_send(self, group: str, message: dict) -> None:
+        self.entered.set()
+        await self.hold.wait()
+        self.sent.append((message["channel"], message["payload"]))
+
+    def text(self) -> str:
+        return "".join(p.get("content", "") for c, p in self.sent if c == "answer")
+
+
+def make_publisher(layer: GatedLayer) -> publisher.RunPublisher:
+    pub = publisher.RunPublisher(run_id=1, conversation_id=1, start_seq=0)
+    pub.layer = layer
+
+    async def no_flush() -> None:  # the log is not under test here
+        return None
+
+    pub.flush = no_flush  # type: ignore[method-assign]
+    return pub
+
+
+async def test_a_delta_mid_send_is_not_lost_when_the_answer_ends(monkeypatch):
+    monkeypatch.setattr(publisher.eventlog, "tail_set", lambda *args: None)
+    layer = GatedLayer()
+    pub = make_publisher(layer)
+    await pub.on_event(AnswerDelta("a"))  # idle stream: sent at once
+    await pub.on_event(AnswerDelta("b"))  # right behind it: batched, a timed send scheduled
+    layer.hold.clear()
+    layer.entered.clear()
+    await asyncio.wait_for(layer.entered.wait(), 5)  # the timed send is now inside publish()
+    done = asyncio.ensure_future(pub.on_event(AnswerDone()))  # the answer ends meanwhile
+    await asyncio.sleep(0)
+    layer.hold.set()
+    await asyncio.wait_for(done, 5)
+    await pub.close()
+    assert layer.text() == "ab"
+    assert [c for c, _p in layer.sent][-1] == "answer"
+
+
+async def test_a_burst_is_coalesced_and_complete(monkeypatch):
+    monkeypatch.setattr(publisher.eventlog, "tail_set", lambda *args: None)
+    layer = GatedLayer()
+    pub = make_publisher(layer)
+    for i in range(200):  # all at once: far faster than one frame per interval
+        await pub.on_event(AnswerDelta(f"t{i} "))
+    await pub.close()
+    assert layer.text() == "".join(f"t{i} " for i in range(200))
+    assert len(layer.sent) < 10  # the first delta alone, then batches

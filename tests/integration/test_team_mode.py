@@ -1,0 +1,232 @@
+"""Team mode for real: Redis, PostgreSQL, a Celery worker process and daphne on loopback.
+
+A browser-like client logs in over HTTP, posts messages and listens on the conversation
+websocket. The run executes in the worker process; its frames reach daphne through Redis;
+a follow-up and a Stop posted to daphne reach the running worker through the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import secrets
+import time
+from typing import Any
+
+import pytest
+import redis
+
+from tests.integration.stack import Browser, Frames, Stack, async_wait_for, run_id_of
+
+pytestmark = pytest.mark.integration
+
+SLOW_LLM_SECONDS = 3.0  # the first reply while a follow-up is posted
+HANGING_LLM_SECONDS = 30.0  # a reply Stop must cut short
+DELTA = re.compile(r'<span hx-swap-oob="beforeend:#answer-(\d+)">(.*?)</span>', re.S)
+
+
+def tag(prefix: str) -> str:
+    """A marker unique to one test, matched by the scripted server's rules."""
+    return f"{prefix}-{secrets.token_hex(3)}"
+
+
+def assert_streamed(frames: list[str], run_id: int, answer: str) -> None:
+    """Answer deltas arrived live, before the finish frame, and add up to the answer."""
+    finish = next(i for i, f in enumerate(frames) if finished_frame(run_id)(f))
+    deltas = [text for f in frames[:finish] for rid, text in DELTA.findall(f) if int(rid) == run_id]
+    assert deltas, f"no answer delta before the finish frame: {frames}"
+    assert "".join(deltas) == answer, deltas
+    assert f"<p>{answer}</p>" in frames[finish]
+
+
+def finished_frame(run_id: int) -> Any:
+    """The run-finish frame: footer or error status, sent once the run is over."""
+    return lambda f: f'id="footer-{run_id}"' in f and f'id="status-{run_id}"' in f
+
+
+async def llm_requests_with(stack: Stack, marker: str) -> list[dict[str, Any]]:
+    recorded = await asyncio.to_thread(stack.llm_requests)
+    return [r for r in recorded if marker in json.dumps(r["body"])]
+
+
+async def run_row(stack: Stack, run_id: int) -> dict[str, Any]:
+    rows = await asyncio.to_thread(
+        stack.query, "SELECT status, task_id, error FROM conversations_run WHERE id = %s", run_id
+    )
+    status, task_id, error = rows[0]
+    return {"status": status, "task_id": task_id, "error": error}
+
+
+async def run_ends(stack: Stack, run_id: int, *, timeout: float = 20) -> dict[str, Any]:
+    async def ended() -> dict[str, Any] | None:
+        row = await run_row(stack, run_id)
+        return row if row["status"] not in ("queued", "running") else None
+
+    return await async_wait_for(
+        ended, timeout=timeout, what=f"run {run_id} to end", detail=stack.logs
+    )
+
+
+async def worker_logged(stack: Stack, text: str, *, timeout: float = 10) -> None:
+    assert stack.worker is not None
+    worker = stack.worker
+    await async_wait_for(
+        lambda: text in worker.text(),
+        timeout=timeout,
+        what=f"{text!r} in the worker log",
+        detail=stack.logs,
+    )
+
+
+async def first_llm_request(stack: Stack, marker: str) -> dict[str, Any]:
+    """Wait until the scripted server received the run's first request; return it."""
+    requests = await async_wait_for(
+        lambda: llm_requests_with(stack, marker),
+        timeout=20,
+        what="the worker's first LLM request",
+        detail=stack.logs,
+    )
+    return requests[0]
+
+
+async def test_a_run_executes_in_the_worker_and_streams_through_redis(
+    team_stack: Stack, browser: Browser
+) -> None:
+    stack, marker = team_stack, tag("ALPHA")
+    stack.script(
+        rules=[
+            {
+                "contains": marker,
+                "in": "any",
+                "responses": [
+                    {"content": "Worked it out."},  # the tool loop: a final answer at once
+                    {"chunks": ["Hello ", "from ", "the ", "worker."], "chunk_delay": 0.05},
+                ],
+            }
+        ]
+    )
+    conversation_id = await browser.new_conversation()
+    async with Frames(browser.socket(conversation_id), describe=stack.logs) as frames:
+        # daphne subscribed this conversation's group on Redis: the only way in for frames.
+        group = f"asgi__group__conversation.{conversation_id}"
+        subscribers = redis.Redis.from_url(stack.redis_url).pubsub_numsub(group)
+        assert subscribers == [(group.encode(), 1)]
+
+        response = await browser.send(conversation_id, f"{marker}: say hello")
+        run_id = run_id_of(response)
+        await frames.wait(finished_frame(run_id), timeout=20, what="ending the run")
+
+    assert_streamed(frames.frames, run_id, "Hello from the worker.")
+    row = await run_ends(stack, run_id)
+    assert row["status"] == "succeeded", row
+    assert row["task_id"], "launch() records the Celery task id"
+    await worker_logged(stack, f"Task conversations.run_agent[{row['task_id']}] received")
+    await worker_logged(stack, f"run {run_id} finished: succeeded")
+    assert f"run {run_id} finished" not in stack.daphne.text()  # not executed in daphne
+    assert len(await llm_requests_with(stack, marker)) == 2
+
+
+async def test_a_follow_up_reaches_the_running_worker(team_stack: Stack, browser: Browser) -> None:
+    stack, marker = team_stack, tag("BRAVO")
+    stack.script(
+        rules=[
+            {
+                "contains": marker,
+                "in": "any",
+                "responses": [
+                    {"content": "First thoughts.", "delay": SLOW_LLM_SECONDS},
+                    {"content": "Covered the follow-up too."},
+                    {"chunks": ["Penguins ", "included."]},
+                ],
+            }
+        ]
+    )
+    conversation_id = await browser.new_conversation()
+    async with Frames(browser.socket(conversation_id), describe=stack.logs) as frames:
+        response = await browser.send(conversation_id, f"{marker}: tell me about birds")
+        run_id = run_id_of(response)
+        # The worker is inside the slow LLM call once the scripted server has the request.
+        first = await first_llm_request(stack, marker)
+        follow_up = await browser.send(conversation_id, f"{marker} also mention penguins")
+        posted_at = time.monotonic()
+        assert 'class="msg user inject"' in follow_up.text  # shown at once, as an inject
+
+        await frames.wait(
+            lambda f: "also mention penguins" in f and "delivered to the agent" in f,
+            timeout=15,
+            what="marking the follow-up delivered",
+        )
+        await frames.wait(finished_frame(run_id), timeout=20, what="ending the run")
+
+    # Posted while the slow reply was still in flight (same monotonic clock on one host).
+    assert posted_at < first["time"] + SLOW_LLM_SECONDS
+    requests = await llm_requests_with(stack, marker)
+    assert len(requests) == 3, [r["body"]["messages"][-1] for r in requests]
+    second = requests[1]["body"]["messages"]
+    interrupts = [
+        m["content"]
+        for m in second
+        if m["role"] == "user" and str(m.get("content")).startswith("[USER INTERRUPT]")
+    ]
+    assert len(interrupts) == 1 and "also mention penguins" in interrupts[0], second
+    first_messages = requests[0]["body"]["messages"]
+    assert not any(str(m.get("content")).startswith("[USER INTERRUPT]") for m in first_messages)
+    row = await run_ends(stack, run_id)
+    assert row["status"] == "succeeded", row
+    delivered = await asyncio.to_thread(
+        stack.query,
+        "SELECT delivered_at IS NOT NULL FROM conversations_message "
+        "WHERE run_id = %s AND kind = 'inject'",
+        run_id,
+    )
+    assert delivered == [(True,)]
+    assert_streamed(frames.frames, run_id, "Penguins included.")
+
+
+async def test_stop_reaches_the_worker_and_closes_the_llm_request(
+    team_stack: Stack, browser: Browser
+) -> None:
+    stack, marker = team_stack, tag("CHARLIE")
+    stack.script(
+        rules=[
+            {
+                "contains": marker,
+                "in": "any",
+                "responses": [{"content": "Too late.", "delay": HANGING_LLM_SECONDS}],
+            }
+        ]
+    )
+    conversation_id = await browser.new_conversation()
+    async with Frames(browser.socket(conversation_id), describe=stack.logs) as frames:
+        response = await browser.send(conversation_id, f"{marker}: think for a long time")
+        run_id = run_id_of(response)
+        await first_llm_request(stack, marker)
+        disconnects = (await asyncio.to_thread(stack.llm_state))["disconnects"]
+
+        stop = await browser.cancel(run_id)
+        stopped_at = time.monotonic()
+        assert stop.status_code == 204
+        await frames.wait(
+            lambda f: f'id="status-{run_id}" class="run-status cancelled"' in f,
+            timeout=15,
+            what="showing the run cancelled",
+        )
+        shown_after = time.monotonic() - stopped_at
+
+    row = await run_ends(stack, run_id)
+    assert row["status"] == "cancelled", row
+
+    # The upstream request was closed by the worker, not answered after the scripted delay.
+    def closed() -> bool:
+        return stack.llm_state()["disconnects"] > disconnects
+
+    await async_wait_for(
+        lambda: asyncio.to_thread(closed),
+        timeout=10,
+        what="the scripted server to see the connection closed",
+    )
+    assert shown_after < HANGING_LLM_SECONDS / 3, shown_after
+    await worker_logged(stack, f"run {run_id} finished: cancelled")
+    assert len(await llm_requests_with(stack, marker)) == 1
+    assert not any("Too late." in f for f in frames.frames)
