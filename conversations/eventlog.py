@@ -24,6 +24,8 @@ def tail_key(conversation_id: int) -> str:
 
 
 def tail_set(conversation_id: int, entries: list[Entry]) -> None:
+    """Called on the event loop itself: one in-memory or loopback-Redis write of a few
+    entries is cheaper than the thread hop ``sync_to_async`` would add to every frame."""
     if entries:
         cache.set(tail_key(conversation_id), entries, TAIL_TTL_SECONDS)
     else:

@@ -83,7 +83,7 @@ class RunPublisher:
             entry: eventlog.Entry = (seq, self.run_id, channel, payload)
             self._unflushed.append(entry)
             html = self.view.apply(seq, channel, payload)
-            await db(eventlog.tail_set)(self.conversation_id, list(self._unflushed))
+            eventlog.tail_set(self.conversation_id, list(self._unflushed))
             await self.layer.group_send(
                 self.group,
                 {
@@ -126,7 +126,7 @@ class RunPublisher:
             self.db_writes += 1
             async with self._lock:
                 del self._unflushed[: len(batch)]
-                await db(eventlog.tail_set)(self.conversation_id, list(self._unflushed))
+                eventlog.tail_set(self.conversation_id, list(self._unflushed))
 
     # deltas -------------------------------------------------------------------
     @property

@@ -2,14 +2,13 @@
 
 Embedded mode awaits it on the ASGI server's loop; team mode runs it with
 ``asyncio.run`` inside a Celery worker. LLM calls never happen inside a DB transaction:
-every ORM access is a short ``sync_to_async`` call. A watcher task heart-beats, polls the
-durable cancel flag and delivers follow-ups (inject messages) to the engine's queue.
+every ORM access is a short ``sync_to_async`` call. The process's run poller
+(:mod:`conversations.watcher`) heart-beats, turns the durable Stop flag into cancelling
+the token and delivers follow-ups (inject messages) to the engine's queue.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -21,14 +20,12 @@ from conversations import compaction
 from conversations.asyncdb import db
 from conversations.models import Conversation, Message, Run
 from conversations.publisher import RunPublisher
+from conversations.watcher import poller
 from engine import CancelledRun, CancelToken, InterruptQueue, LLMError, ReActAgent
 from engine.agent import AgentResult
 from engine.events import Compact, Done, ErrorEvent
 
 logger = logging.getLogger(__name__)
-
-WATCH_INTERVAL = 0.25
-HEARTBEAT_INTERVAL = 5.0
 
 
 @dataclass
@@ -104,65 +101,6 @@ class LLMSetupError(Exception):
     """The run cannot start (no model, provider misconfigured)."""
 
 
-class RunWatcher:
-    """Heartbeat + durable cancel flag + follow-up delivery, polled while the run works."""
-
-    def __init__(self, run_id: int, token: CancelToken, queue: InterruptQueue, publisher) -> None:
-        self.run_id = run_id
-        self.token = token
-        self.queue = queue
-        self.publisher = publisher
-        self._task: asyncio.Task | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.ensure_future(self._loop())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-
-    async def _loop(self) -> None:
-        last_beat = time.monotonic()
-        while True:
-            await asyncio.sleep(WATCH_INTERVAL)
-            beat = time.monotonic() - last_beat >= HEARTBEAT_INTERVAL
-            try:
-                cancel, delivered = await db(_poll)(self.run_id, beat)
-            except Exception:  # a DB hiccup must not kill the run
-                logger.exception("run %s watcher poll failed", self.run_id)
-                continue
-            if beat:
-                last_beat = time.monotonic()
-            for message_id, content in delivered:
-                self.publisher.view.inject_ids.append(message_id)
-                self.queue.put(content)
-            if cancel:
-                self.token.cancel()
-
-
-def _poll(run_id: int, beat: bool) -> tuple[bool, list[tuple[int, str]]]:
-    from django.db import transaction
-
-    now = timezone.now()
-    if beat:
-        Run.objects.filter(pk=run_id).update(heartbeat_at=now)
-    cancel = Run.objects.filter(pk=run_id, cancel_requested=True).exists()
-    with transaction.atomic():
-        pending = list(
-            Message.objects.filter(
-                run_id=run_id, kind=Message.Kind.INJECT, delivered_at__isnull=True
-            )
-            .exclude(pk__in=Run.objects.filter(pk=run_id).values("trigger_message"))
-            .order_by("seq")
-            .values_list("pk", "content")
-        )
-        if pending:
-            Message.objects.filter(pk__in=[pk for pk, _ in pending]).update(delivered_at=now)
-    return cancel, pending
-
-
 async def execute_run(run_id: int, *, token: CancelToken | None = None) -> str | None:
     """Execute one run end to end; returns its final status (None if it never started)."""
     try:
@@ -179,8 +117,13 @@ async def execute_run(run_id: int, *, token: CancelToken | None = None) -> str |
         run_id=run_id, conversation_id=setup.conversation.pk, start_seq=setup.start_seq
     )
     queue = InterruptQueue()
-    watcher = RunWatcher(run_id, token, queue, publisher)
-    watcher.start()
+
+    def deliver(message_id: int, content: str) -> None:
+        # The id first: the engine's Inject event for this text is rendered against it.
+        publisher.view.inject_ids.append(message_id)
+        queue.put(content)
+
+    poller.watch(run_id, token, deliver)
     started = time.perf_counter()
     status, error, result, llm = Run.Status.FAILED, "", None, None
     saved: list[Message] = []
@@ -226,7 +169,7 @@ async def execute_run(run_id: int, *, token: CancelToken | None = None) -> str |
         logger.exception("run %s crashed", run_id)
         error = f"The run stopped because of an internal error ({type(exc).__name__})."
     finally:
-        await watcher.stop()
+        poller.forget(run_id)
         if llm is not None and hasattr(llm, "aclose"):
             await llm.aclose()
     elapsed = time.perf_counter() - started
