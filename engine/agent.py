@@ -69,6 +69,8 @@ FAILED = "failed"
 MAX_EMPTY_TURNS = 3
 MAX_IDENTICAL_CALLS = 2
 ACTION_FORMAT_NAME = "agent_action"
+# Schema-constrained JSON mode: the longest ``reasoning`` before the action.
+ACTION_REASONING_MAX_CHARS = 300
 
 EventCallback = Callable[[AgentEvent], Any]
 T = TypeVar("T")
@@ -298,7 +300,8 @@ class ReActAgent:
             self._check_cancel()
             run.iterations += 1
             iteration = run.iterations
-            reply = await self._call_llm(run, iteration, **chat_kwargs)
+            turn_kwargs = self._json_turn_kwargs(run, chat_kwargs)
+            reply = await self._call_llm(run, iteration, **turn_kwargs)
             content = reply.content or ""
             action = self._parse_action(content, run.tools)
             reasoning = action.reasoning or reply.reasoning_content or ""
@@ -399,7 +402,25 @@ class ReActAgent:
         abilities = self.llm.abilities
         if not (abilities.get("json_mode") or abilities.get("json_schema")):
             return None
-        return json_response_format(abilities, ACTION_FORMAT_NAME, _action_schema(tools.names()))
+        return json_response_format(abilities, ACTION_FORMAT_NAME, _action_schema(tools))
+
+    def _json_turn_kwargs(self, run: _Run, chat_kwargs: dict[str, Any]) -> dict[str, Any]:
+        """A schema-constrained model that just repeated a call loses that tool for a turn.
+
+        Small models loop on the same call instead of answering; with constrained output
+        the grammar can break the loop: the next reply must be another tool or the final
+        answer (only the final answer when that was the only tool).
+        """
+        if not (
+            self.llm.abilities.get("json_schema")
+            and "response_format" in chat_kwargs
+            and run.last_call is not None
+            and run.last_call_count >= MAX_IDENTICAL_CALLS
+        ):
+            return chat_kwargs
+        repeated = run.last_call[0]
+        others = run.tools.filter_by_names(n for n in run.tools.names() if n != repeated)
+        return {**chat_kwargs, "response_format": self._json_response_format(others)}
 
     # ------------------------------------------------------------------ parsing
 
@@ -794,19 +815,62 @@ def _args_key(arguments: Any) -> str:
         return repr(arguments)
 
 
-def _action_schema(tool_names: list[str]) -> dict[str, Any]:
-    """The JSON schema of a JSON-mode reply, for models that support constrained output."""
+def _action_schema(tools: ToolRegistry | Sequence[str]) -> dict[str, Any]:
+    """The JSON schema of a JSON-mode reply, for models that support constrained output.
+
+    ``properties`` lists every field with the tool names as an enum; ``anyOf`` then ties
+    them into the two reply shapes: one variant per tool (``tool_name`` fixed, ``tool_args``
+    that tool's parameter schema, both required) and the final answer (``answer``
+    required). Grammar-constrained servers (llama.cpp) follow the variants, so even a tiny
+    model names a listed tool and passes its required arguments; ``reasoning`` is bounded
+    so a rambling model cannot spend its token budget before the action.
+    """
+    registry = tools if isinstance(tools, ToolRegistry) else None
+    names = registry.names() if registry is not None else list(tools)
     properties: dict[str, Any] = {
         "type": {"type": "string", "enum": ["tool_call", "final_answer"]},
         "reasoning": {"type": "string"},
         "answer": {"type": "string"},
     }
-    if tool_names:
-        properties["tool_name"] = {"type": "string", "enum": list(tool_names)}
+    if names:
+        properties["tool_name"] = {"type": "string", "enum": list(names)}
         properties["tool_args"] = {"type": "object"}
     else:
         properties["type"]["enum"] = ["final_answer"]
-    return {"type": "object", "properties": properties, "required": ["type", "reasoning"]}
+    reasoning = {"type": "string", "maxLength": ACTION_REASONING_MAX_CHARS}
+    variants: list[dict[str, Any]] = []
+    for name in names:
+        found = registry.get(name) if registry is not None else None
+        args = found.parameters if found is not None else {"type": "object"}
+        variants.append(
+            {
+                "type": "object",
+                "properties": {
+                    "type": {"const": "tool_call"},
+                    "reasoning": reasoning,
+                    "tool_name": {"const": name},
+                    "tool_args": args,
+                },
+                "required": ["type", "reasoning", "tool_name", "tool_args"],
+            }
+        )
+    variants.append(
+        {
+            "type": "object",
+            "properties": {
+                "type": {"const": "final_answer"},
+                "reasoning": reasoning,
+                "answer": {"type": "string"},
+            },
+            "required": ["type", "reasoning", "answer"],
+        }
+    )
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": ["type", "reasoning"],
+        "anyOf": variants,
+    }
 
 
 _FINAL_KINDS = frozenset({"final_answer", "final", "answer", "finish"})

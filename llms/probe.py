@@ -12,7 +12,9 @@ check is recorded and the next one still runs. Checks:
 - ``tool_call_auto``: ``tool_choice="auto"`` on a prompt that needs the tool returns a call;
 - ``json_mode``: ``response_format={"type": "json_object"}`` returns a valid JSON object.
 
-Verified abilities: ``tool_call`` = either tool check, ``tool_choice`` = the forced one,
+Verified abilities: ``tool_call`` = the auto check (the agent's native mode relies on
+``tool_choice="auto"``; a model that only obeys forced calls, like the bundled SmolLM2,
+stays in JSON mode), ``tool_choice`` = the forced one,
 ``json_mode``, ``streaming``. ``vision`` and ``json_schema`` are not probed and never
 overwritten. Secrets (API key, header values) are redacted from every detail and log line.
 """
@@ -130,7 +132,7 @@ class ProbeReport:
     @property
     def verified_abilities(self) -> dict[str, bool]:
         return {
-            "tool_call": self.ok("tool_call_forced") or self.ok("tool_call_auto"),
+            "tool_call": self.ok("tool_call_auto"),
             "tool_choice": self.ok("tool_call_forced"),
             "json_mode": self.ok("json_mode"),
             "streaming": self.ok("streaming"),

@@ -164,6 +164,7 @@ class MCPServerAdmin(admin.ModelAdmin):
 
     def _refresh(self, request: HttpRequest, server: MCPServer) -> None:
         from tools.mcp.services import mcp_server_refresh  # the SDK is slow to import
+
         server = mcp_server_refresh(server)
         if server.health_status == MCPServer.Health.OK:
             self.message_user(

@@ -21,6 +21,8 @@ from llms.services import model_upsert, provider_upsert
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4o-mini"
+# Any of these set: seed that provider, never the bundled offline model.
+LOCAL_SKIP_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL")
 SEED_ABILITIES = {
     "tool_call": True,
     "tool_choice": True,
@@ -43,9 +45,19 @@ class Command(BaseCommand):
             action="store_true",
             help="without OPENAI_* env vars, do not fall back to the bundled offline model",
         )
+        parser.add_argument(
+            "--needs-local",
+            action="store_true",
+            help="only print yes/no: is the offline model needed (`make run` installs it)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         count = LLMModel.objects.count()
+        if options["needs_local"]:
+            keyless = not any(os.environ.get(k, "").strip() for k in LOCAL_SKIP_ENV)
+            uses_local = LLMModel.objects.filter(provider__kind="local", enabled=True).exists()
+            self.stdout.write("yes" if (keyless and not count) or uses_local else "no")
+            return
         if count:
             self.stdout.write(f"seed_models: skipped, {count} model(s) already configured.")
             return
@@ -104,7 +116,12 @@ class Command(BaseCommand):
             self.stderr.write(f"seed_models: could not seed the local model: {exc}")
             return
         on = ", ".join(k for k, v in model.abilities.items() if v is True) or "none"
-        self.stdout.write(f"  {report.summary()}")
+        self.stdout.write(
+            f"  probe: {report.passed}/{len(report.checks)} checks passed, "
+            f"latency {report.latency_ms} ms"
+        )
+        for name, check in report.checks.items():
+            self.stdout.write(f"    {'ok  ' if check.ok else 'FAIL'} {name}: {check.detail}")
         self.stdout.write(
             f"seed_models: created provider 'local' and default model {model.model_id!r} "
             f"(abilities: {on}; schema dialect {model.abilities.get('json_schema_dialect')}). "
