@@ -67,11 +67,11 @@ async def test_cancel_from_another_thread_cancels_parallel_tools() -> None:
     async def waiter(name: str) -> str:
         nonlocal started
         started += 1
-        if started == 2:
-            stopper = threading.Thread(target=token.cancel)
-            stopper.start()
-            await asyncio.to_thread(stopper.join)
         try:
+            if started == 2:  # the cancel may land while this call is still joining
+                stopper = threading.Thread(target=token.cancel)
+                stopper.start()
+                await asyncio.to_thread(stopper.join)
             await never.wait()
         except asyncio.CancelledError:
             cancelled.append(name)
