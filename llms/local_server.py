@@ -326,8 +326,8 @@ class LocalServer:
             str(threads),
             "--n_threads_batch",
             str(threads),
-            "--api_key",
-            api_key,
+            # "=" form: a urlsafe key may start with "-", which argparse reads as an option.
+            f"--api_key={api_key}",
             # A new request must queue behind the running one, not cut it off.
             "--interrupt_requests",
             "False",

@@ -110,3 +110,13 @@ def test_local_model_command(tmp_path: Path, settings, capsys):
     finally:
         get_server().stop()
         reset_server()
+
+
+def test_a_key_starting_with_a_dash_still_starts_the_server(tmp_path: Path):
+    """token_urlsafe keys may begin with "-": argparse must not read it as an option."""
+    server = LocalServer(LocalServerConfig(state_dir=tmp_path, n_ctx=N_CTX, api_key="-dash-key"))
+    try:
+        info = server.ensure()
+        assert models_status(info.base_url, "-dash-key") == 200
+    finally:
+        server.stop()
