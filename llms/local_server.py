@@ -277,7 +277,7 @@ class LocalServer:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # a Ctrl-C meant for the site does not hit a request
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env=_child_env(),
             )
         info = ServerInfo(
             pid=proc.pid,
@@ -564,3 +564,20 @@ def reset_server() -> None:
         server, _server = _server, None
     if server is not None:
         server.shutdown()
+
+
+# llama_cpp.server reads its settings from unprefixed environment variables too (PORT,
+# HOST, MODEL, API_KEY, N_CTX...): a PORT meant for the web server would silently move it.
+_CHILD_ENV_NAMES = {"PATH", "HOME", "LANG", "LANGUAGE", "TMPDIR", "TZ", "LD_LIBRARY_PATH"}
+_CHILD_ENV_PREFIXES = ("LC_", "OPENBLAS_", "OMP_", "GGML_", "LLAMA_", "CUDA_", "PYTHON")
+
+
+def _child_env() -> dict[str, str]:
+    """The server's environment: only what a Python process and its math libraries need."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name in _CHILD_ENV_NAMES or name.startswith(_CHILD_ENV_PREFIXES)
+    }
+    env["PYTHONUNBUFFERED"] = "1"
+    return env

@@ -120,3 +120,16 @@ def test_a_key_starting_with_a_dash_still_starts_the_server(tmp_path: Path):
         assert models_status(info.base_url, "-dash-key") == 200
     finally:
         server.stop()
+
+
+def test_web_server_env_vars_do_not_reach_the_model_server(tmp_path: Path, monkeypatch):
+    """llama_cpp.server reads PORT/HOST from the environment; the site's must not move it."""
+    monkeypatch.setenv("PORT", "1")
+    monkeypatch.setenv("HOST", "0.0.0.0")
+    server = LocalServer(LocalServerConfig(state_dir=tmp_path, n_ctx=N_CTX))
+    try:
+        info = server.ensure()
+        assert info.base_url.startswith("http://127.0.0.1:")
+        assert models_status(info.base_url, info.api_key) == 200
+    finally:
+        server.stop()
