@@ -16,8 +16,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--username", default="admin")
+        parser.add_argument("--url", default="http://127.0.0.1:8000/", help="where the site runs")
 
-    def handle(self, *args, username: str, **options) -> None:
+    def handle(self, *args, username: str, url: str, **options) -> None:
         user_model = get_user_model()
         if user_model.objects.filter(is_superuser=True).exists():
             self.stdout.write("A superuser already exists; not creating another.")
@@ -28,5 +29,5 @@ class Command(BaseCommand):
         self.stdout.write(
             f"{bar}\nFirst admin account created (shown only this once):\n"
             f"  username: {username}\n  password: {password}\n"
-            f"Log in at http://127.0.0.1:8000/ (admin at /admin/).\n{bar}"
+            f"Log in at {url} (admin at {url.rstrip('/')}/admin/).\n{bar}"
         )
