@@ -107,6 +107,10 @@ class RunPublisher:
     async def close(self) -> None:
         """Send pending deltas and write every event still in memory."""
         await self.send_pending_delta()
+        if self._delta_task is not None and not self._delta_task.done():
+            # Let the timer finish (it finds the buffer empty): cancelling it could land
+            # mid-send and lose a frame; abandoning it leaves a task behind the loop.
+            await self._delta_task
         if self._flush_task is not None:
             self._flush_task.cancel()
         await self.flush()

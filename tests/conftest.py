@@ -59,3 +59,34 @@ def _fresh_cache():
     cache.clear()
     yield
     cache.clear()
+
+
+PROVIDER_KEY = "sk-provider-secret-key-do-not-leak-1234"
+
+
+@pytest.fixture
+def llm_server():
+    """The scripted OpenAI-compatible server on a loopback port (real HTTP, real httpx)."""
+    from engine.llm.scripted_server import ScriptedServer
+
+    with ScriptedServer() as server:
+        yield server
+
+
+@pytest.fixture
+def chat_model(db, llm_server):
+    """The site's default model, served by ``llm_server``."""
+    from llms.models import LLMModel, Provider
+
+    provider = Provider.objects.create(
+        name="scripted", base_url=llm_server.base_url, api_key=PROVIDER_KEY
+    )
+    return LLMModel.objects.create(
+        provider=provider,
+        model_id="scripted-model",
+        display_name="Scripted",
+        abilities={"tool_call": True, "json_mode": True, "streaming": True},
+        context_window=32_000,
+        max_output_tokens=2_000,
+        is_default=True,
+    )

@@ -10,10 +10,6 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from engine.llm.scripted_server import ScriptedServer
-
-PROVIDER_KEY = "sk-provider-secret-key-do-not-leak-1234"
-
 
 @pytest.fixture
 def token(db, user) -> str:
@@ -68,30 +64,6 @@ def api(client, token) -> JsonClient:
 @pytest.fixture
 def anon_api(client) -> JsonClient:
     return JsonClient(client, None)
-
-
-@pytest.fixture
-def llm_server():
-    with ScriptedServer() as server:
-        yield server
-
-
-@pytest.fixture
-def chat_model(db, llm_server):
-    from llms.models import LLMModel, Provider
-
-    provider = Provider.objects.create(
-        name="scripted", base_url=llm_server.base_url, api_key=PROVIDER_KEY
-    )
-    return LLMModel.objects.create(
-        provider=provider,
-        model_id="scripted-model",
-        display_name="Scripted",
-        abilities={"tool_call": True, "json_mode": True, "streaming": True},
-        context_window=32_000,
-        max_output_tokens=2_000,
-        is_default=True,
-    )
 
 
 # ------------------------------------------------------------------ SSE over raw ASGI

@@ -10,8 +10,7 @@ from django.test import override_settings
 
 from conversations.models import Conversation, Message, Run
 from conversations.services import conversation_create, message_create
-
-from .conftest import PROVIDER_KEY
+from tests.conftest import PROVIDER_KEY
 
 pytestmark = pytest.mark.django_db
 
