@@ -126,14 +126,19 @@ async def execute_run(run_id: int, *, token: CancelToken | None = None) -> str |
     poller.watch(run_id, token, deliver)
     started = time.perf_counter()
     status, error, result, llm = Run.Status.FAILED, "", None, None
-    saved: list[Message] = []
+    finished = False
 
     async def on_event(event) -> None:
-        if isinstance(event, Done):
-            # Saved before the done frame goes out, so the live footer can pin it.
+        nonlocal finished
+        if isinstance(event, Done) and result is not None:
+            # The answer is saved and the run closed before the done frame goes out: the
+            # live footer can pin the answer, and a message sent by someone who has seen
+            # "done" starts a new run instead of joining this one.
             message = await db(_save_answer)(run_id, event.answer, event.usage)
             publisher.view.assistant_message = message
-            saved.append(message)
+            elapsed = time.perf_counter() - started
+            await db(_finish)(run_id, result.status, result.error or "", result, elapsed)
+            finished = True
         await publisher.on_event(event)
 
     try:
@@ -178,7 +183,8 @@ async def execute_run(run_id: int, *, token: CancelToken | None = None) -> str |
     elif status == Run.Status.CANCELLED:
         await publisher.publish("error", ErrorEvent("Stopped.", "cancelled").to_dict())
     await publisher.close()
-    await db(_finish)(run_id, status, error, result, elapsed, saved[0] if saved else None)
+    if not finished:
+        await db(_finish)(run_id, status, error, result, elapsed)
     await db(_start_followup)(run_id)
     logger.info(
         "run %s finished: %s in %.2fs, %d frames, %d log writes",
@@ -222,13 +228,9 @@ def _finish(
     error: str,
     result: AgentResult | None,
     elapsed: float,
-    answer_message: Message | None,
 ) -> None:
     run = Run.objects.select_related("conversation__owner", "conversation__model").get(pk=run_id)
     usage = result.usage.to_dict() if result is not None else {}
-    if answer_message is not None and answer_message.usage != usage:
-        # The stream's own tokens were added after the Done event was built.
-        Message.objects.filter(pk=answer_message.pk).update(usage=usage)
     run.status = status
     run.error = error if status != Run.Status.SUCCEEDED else ""
     run.iterations = result.iterations if result is not None else 0

@@ -222,3 +222,27 @@ async def test_done_frame_already_carries_the_answer_pin(user, chat_model, llm_s
             break
     answer = await Message.objects.filter(run=run, role="assistant").aget()
     assert f'id="pin-{answer.pk}"' in frames[-1]["html"]
+
+
+async def test_run_is_closed_before_its_done_frame(user, chat_model, llm_server, no_launch):
+    """A message sent by someone who has seen "done" must start a new run, not join it."""
+    import asyncio
+
+    from channels.layers import get_channel_layer
+
+    llm_server.push("Done.", "Final answer.")
+    conversation = await sync_to_async(services.conversation_create)(owner=user)
+    _, run, _ = await sync_to_async(post)(conversation, user, "hi")
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(f"conversation.{conversation.pk}", channel)
+
+    running = asyncio.ensure_future(execute_run(run.pk))
+    while (await layer.receive(channel))["channel"] != "done":
+        pass
+    status_at_done = (await Run.objects.aget(pk=run.pk)).status
+    _, second, injected = await sync_to_async(post)(conversation, user, "next question")
+    await running
+
+    assert status_at_done == "succeeded"
+    assert not injected and second.pk != run.pk
