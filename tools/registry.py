@@ -14,7 +14,7 @@ from typing import Any
 
 from engine import Tool
 
-__all__ = ["ToolContext", "ToolSpec", "all_specs", "get_spec", "register"]
+__all__ = ["ToolContext", "ToolSpec", "all_specs", "get_spec", "register", "spec_for_tool"]
 
 
 @dataclass
@@ -38,6 +38,14 @@ class ToolSpec:
     default_config: dict[str, Any] = field(default_factory=dict)
     enabled_by_default: bool = True
     requires_confirmation: bool = False
+
+
+def spec_for_tool(tool: Tool, **options: Any) -> ToolSpec:
+    """A spec that hands out one fixed engine tool whatever the config (tests, simple tools)."""
+    return ToolSpec(
+        name=tool.name, description=tool.description, build=lambda config, context: [tool],
+        **options,
+    )  # fmt: skip
 
 
 _SPECS: dict[str, ToolSpec] = {}

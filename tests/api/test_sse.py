@@ -21,7 +21,7 @@ from conversations.publisher import conversation_group
 from conversations.services import conversation_create
 from engine import Tool
 from tools import registry as tool_registry
-from tools.registry import ToolSpec
+from tools.registry import spec_for_tool
 
 from .conftest import HEARTBEAT, Event
 
@@ -61,21 +61,17 @@ def gates():
         await asyncio.wait_for(gate(name).wait(), 20)
         return f"gate {name} passed"
 
-    spec = ToolSpec(
-        name="gate",
-        description="Waits until the test lets it through (test tool).",
-        build=lambda config, context: [
-            Tool(
-                name="gate",
-                description="Waits at a named gate.",
-                parameters={
-                    "type": "object",
-                    "properties": {"name": {"type": "string"}},
-                    "required": ["name"],
-                },
-                func=wait_at_gate,
-            )
-        ],
+    spec = spec_for_tool(
+        Tool(
+            name="gate",
+            description="Waits at a named gate (test tool).",
+            parameters={
+                "type": "object",
+                "properties": {"name": {"type": "string"}},
+                "required": ["name"],
+            },
+            func=wait_at_gate,
+        )
     )
     tool_registry.register(spec)
     yield gate

@@ -12,7 +12,7 @@ from conversations import services
 from conversations.models import Message, Run, RunEvent
 from conversations.runner import execute_run
 from engine import Tool
-from tools.registry import ToolSpec, register
+from tools.registry import register, spec_for_tool
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -25,21 +25,17 @@ def _shout(text: str) -> str:
 
 
 register(
-    ToolSpec(
-        name="shout",
-        description="Upper-cases text (test tool).",
-        build=lambda config, context: [
-            Tool(
-                name="shout",
-                description="Upper-cases text.",
-                parameters={
-                    "type": "object",
-                    "properties": {"text": {"type": "string"}},
-                    "required": ["text"],
-                },
-                func=_shout,
-            )
-        ],
+    spec_for_tool(
+        Tool(
+            name="shout",
+            description="Upper-cases text (test tool).",
+            parameters={
+                "type": "object",
+                "properties": {"text": {"type": "string"}},
+                "required": ["text"],
+            },
+            func=_shout,
+        )
     )
 )
 
@@ -153,17 +149,13 @@ async def test_followup_during_tool_is_injected(user, chat_model, llm_server, no
         return text.upper()
 
     register(
-        ToolSpec(
-            name="slow_shout",
-            description="Upper-cases text slowly.",
-            build=lambda config, context: [
-                Tool(
-                    name="slow_shout",
-                    description="Upper-cases text slowly.",
-                    parameters={"type": "object", "properties": {"text": {"type": "string"}}},
-                    func=slow_tool,
-                )
-            ],
+        spec_for_tool(
+            Tool(
+                name="slow_shout",
+                description="Upper-cases text slowly.",
+                parameters={"type": "object", "properties": {"text": {"type": "string"}}},
+                func=slow_tool,
+            )
         )
     )
     llm_server.push(
