@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.template.loader import render_to_string
+from django.utils.html import escape
 
 from conversations.markdown import render_markdown
 
@@ -25,6 +26,15 @@ ARTIFACT_MARKER = re.compile(r"\[Artifact generated: ([^\]]+)\]")
 
 def _partial(name: str, context: dict[str, Any]) -> str:
     return render_to_string(f"{PARTIALS}#{name}", context)
+
+
+def answer_delta_frame(run_id: int, content: str) -> str:
+    """The frame of one streamed answer piece: appended to the run's answer element.
+
+    The hottest frame (one per streamed chunk), so it is formatted here instead of going
+    through the template engine, which cost ~90 µs a frame against ~1 µs.
+    """
+    return f'<span hx-swap-oob="beforeend:#answer-{run_id}">{escape(content)}</span>'
 
 
 @dataclass
@@ -173,7 +183,7 @@ class RunView:
             self.answer_text += content
             if not render or not content:
                 return ""
-            return _partial("answer-delta", {"view": self, "content": content})
+            return answer_delta_frame(self.run_id, content)
         return ""
 
     def _on_phase(self, payload: dict[str, Any], render: bool) -> str:
