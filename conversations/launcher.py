@@ -2,8 +2,9 @@
 
 Embedded mode keeps the in-memory channel layer and the consumers on one event loop: the
 ASGI entry point binds that loop here, and runs are created as tasks on it (with a strong
-reference so they are not garbage-collected mid-run). Without a bound loop (management
-commands, a WSGI server) a private background loop thread is used instead.
+reference so they are not garbage-collected mid-run). Without a bound loop (a Celery
+worker, management commands, a WSGI server) a private background loop thread is used
+instead: every run of the process shares it.
 """
 
 from __future__ import annotations
@@ -59,6 +60,14 @@ def _target_loop() -> asyncio.AbstractEventLoop:
                 target=_fallback_loop.run_forever, name="agentsite-runs", daemon=True
             ).start()
         return _fallback_loop
+
+
+def run_to_completion(run_id: int) -> str | None:
+    """Execute a run on this process's run loop and wait for it (a Celery task's thread)."""
+    from conversations.runner import execute_run
+
+    future = asyncio.run_coroutine_threadsafe(execute_run(run_id), _target_loop())
+    return future.result()
 
 
 def launch(run_id: int) -> None:

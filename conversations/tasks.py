@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from celery import shared_task
 
 
 @shared_task(name="conversations.run_agent", ignore_result=True, acks_late=False)
 def run_agent(run_id: int) -> str | None:
-    """Execute a run in this worker; the same coroutine the embedded mode awaits."""
-    from conversations.runner import execute_run
+    """Execute a run in this worker; the same coroutine the embedded mode awaits.
 
-    return asyncio.run(execute_run(run_id))
+    The task's thread only waits: the run executes on the process's one run loop, so all
+    runs of a worker share one event loop, one channel-layer connection and the HTTP
+    connection pools (a loop per task thread cost hundreds of loops fighting for the GIL).
+    """
+    from conversations.launcher import run_to_completion
+
+    return run_to_completion(run_id)
 
 
 @shared_task(name="conversations.sweep_stale_runs", ignore_result=True)
