@@ -129,6 +129,9 @@ AGENTSITE_RUN_STALE_SECONDS = env.int("AGENTSITE_RUN_STALE_SECONDS", default=90)
 AGENTSITE_MESSAGE_MAX_CHARS = env.int("AGENTSITE_MESSAGE_MAX_CHARS", default=100_000)
 AGENTSITE_API_RATE_LIMIT = env.int("AGENTSITE_API_RATE_LIMIT", default=120)  # per minute
 AGENTSITE_DB_THREADS = env.int("AGENTSITE_DB_THREADS", default=16)  # ORM threads per process
+# A running run's process is woken when a follow-up or Stop is saved; it also checks this
+# often in case a wake-up was lost (e.g. a Redis reconnect).
+AGENTSITE_RUN_POLL_SECONDS = env.float("AGENTSITE_RUN_POLL_SECONDS", default=2.0)
 AGENTSITE_SSE_HEARTBEAT = env.float("AGENTSITE_SSE_HEARTBEAT", default=15.0)  # seconds
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from agentsite.errors import ApplicationError
 from conversations.models import Conversation, Message, Run
+from conversations.watcher import notify_run_changed
 
 logger = logging.getLogger(__name__)
 
@@ -142,6 +143,7 @@ def message_post(*, conversation: Conversation, user, content: str) -> tuple[Mes
                 run=current,
                 pinned=True,
             )
+            transaction.on_commit(lambda: notify_run_changed(current.pk))
             return message, current, True
         message = message_create(
             conversation=conversation, role=Message.Role.USER, content=content, pinned=False
@@ -218,7 +220,8 @@ def run_cancel(*, run: Run) -> Run:
             run.status = Run.Status.CANCELLED
             run.finished_at = timezone.now()
         run.save(update_fields=["cancel_requested", "status", "finished_at"])
-    launcher.cancel_local(run.pk)
+    if not launcher.cancel_local(run.pk):
+        transaction.on_commit(lambda: notify_run_changed(run.pk))
     return run
 
 

@@ -4,17 +4,26 @@ Stop and follow-ups are durable rows that any process may write (DESIGN.md secti
 poll per run costs three queries four times a second; with hundreds of runs in one worker
 that alone saturated a core. Here one thread polls for all local runs with two queries per
 tick (plus one heartbeat update every few seconds) and hands results to each run's loop.
+
+It polls when woken, not on a tight timer: saving a follow-up or a Stop calls
+:func:`notify_run_changed`, which wakes this process's poller directly (the run is local)
+or through the channel layer's wake group (the run is in another process). The rows stay
+the truth: a lost wake-up is caught by the slow fallback tick.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
@@ -23,8 +32,9 @@ from engine import CancelToken
 
 logger = logging.getLogger(__name__)
 
-WATCH_INTERVAL = 0.25
+WAKE_DEBOUNCE = 0.01  # a burst of wake-ups becomes one tick
 HEARTBEAT_INTERVAL = 5.0
+WAKE_GROUP = "agentsite.run-wake"
 
 Deliver = Callable[[int, str], None]
 
@@ -42,24 +52,64 @@ class RunPoller:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._last_beat = 0.0
+        self._woken = threading.Event()
+        self._listeners: dict[asyncio.AbstractEventLoop, asyncio.Task] = {}
 
     def watch(self, run_id: int, token: CancelToken, deliver: Deliver) -> None:
         """Poll for ``run_id`` until :meth:`forget`; ``deliver`` runs on the caller's loop."""
+        loop = asyncio.get_running_loop()
         with self._lock:
-            self._runs[run_id] = _Watched(asyncio.get_running_loop(), token, deliver)
+            self._runs[run_id] = _Watched(loop, token, deliver)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._run, name="agentsite-run-poller", daemon=True
                 )
                 self._thread.start()
+            listener = self._listeners.get(loop)
+            if listener is None or listener.done():
+                self._listeners[loop] = loop.create_task(self._listen())
+        self.wake()  # a follow-up saved before the run started is delivered now
+
+    def is_watching(self, run_id: int) -> bool:
+        with self._lock:
+            return run_id in self._runs
 
     def forget(self, run_id: int) -> None:
+        """Stop polling for ``run_id`` (called on its loop); the last run of a loop also
+        stops that loop's listener, so no task outlives the loop (test loops close)."""
         with self._lock:
-            self._runs.pop(run_id, None)
+            watched = self._runs.pop(run_id, None)
+            if watched is None or any(w.loop is watched.loop for w in self._runs.values()):
+                return
+            listener = self._listeners.pop(watched.loop, None)
+        if listener is not None:
+            listener.cancel()
+
+    def wake(self) -> None:
+        """Poll now: a follow-up or a Stop for one of the local runs was saved."""
+        self._woken.set()
+
+    async def _listen(self) -> None:
+        """Wake-ups sent by other processes (team mode) through the channel layer."""
+        layer = get_channel_layer()
+        if layer is None:
+            return
+        channel = await layer.new_channel()
+        await layer.group_add(WAKE_GROUP, channel)
+        try:
+            while True:
+                message = await layer.receive(channel)
+                if message.get("run_id") in self._runs:
+                    self.wake()
+        finally:
+            with contextlib.suppress(Exception):
+                await layer.group_discard(WAKE_GROUP, channel)
 
     def _run(self) -> None:
         while True:
-            time.sleep(WATCH_INTERVAL)
+            if self._woken.wait(fallback_interval()):
+                time.sleep(WAKE_DEBOUNCE)
+            self._woken.clear()
             with self._lock:
                 watched = dict(self._runs)
                 if not watched:
@@ -99,4 +149,23 @@ class RunPoller:
             entry.loop.call_soon_threadsafe(entry.deliver, message_id, content)
 
 
+def fallback_interval() -> float:
+    """Seconds between polls without a wake-up (only lost wake-ups wait this long)."""
+    return float(getattr(settings, "AGENTSITE_RUN_POLL_SECONDS", 2.0))
+
+
 poller = RunPoller()
+
+
+def notify_run_changed(run_id: int) -> None:
+    """Wake the poller of the process executing ``run_id`` (call after the commit)."""
+    if poller.is_watching(run_id):
+        poller.wake()
+        return
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(WAKE_GROUP, {"type": "run.wake", "run_id": run_id})
+    except Exception:  # the fallback tick still finds the row
+        logger.warning("could not send the wake-up for run %s", run_id, exc_info=True)

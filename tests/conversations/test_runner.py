@@ -7,6 +7,7 @@ import time
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.test import override_settings
 
 from conversations import services
 from conversations.models import Message, Run, RunEvent
@@ -112,6 +113,7 @@ async def test_llm_failure_ends_failed_and_keeps_message(user, chat_model, llm_s
     assert "Invalid API key" in error.payload["message"]
 
 
+@override_settings(AGENTSITE_RUN_POLL_SECONDS=600)  # only a wake-up can deliver it
 async def test_stop_cancels_inflight_request(user, chat_model, llm_server, no_launch):
     llm_server.push({"content": "never", "delay": 30})
     conversation = await sync_to_async(services.conversation_create)(owner=user)
@@ -134,6 +136,7 @@ async def test_stop_cancels_inflight_request(user, chat_model, llm_server, no_la
     assert run.status == "cancelled"
 
 
+@override_settings(AGENTSITE_RUN_POLL_SECONDS=600)  # only a wake-up can deliver it
 async def test_followup_during_tool_is_injected(user, chat_model, llm_server, no_launch):
     conversation = await sync_to_async(services.conversation_create)(owner=user)
 
