@@ -1,17 +1,27 @@
 """The conversation event log: durable rows plus a hot tail of not-yet-flushed events.
 
 The publisher writes the database in batches (a couple of writes a second) but sends
-frames immediately. Frames sent but not yet flushed live in the cache "tail" (Redis in
-team mode, process memory in embedded mode). A reader that joined the channel-layer group
-first, then reads the tail, then the rows, misses nothing: an event is in the group stream,
-in the tail, or (flushed before the tail was cleared) in the rows.
+frames immediately. Frames sent but not yet flushed live in the "tail": a Redis list in
+team mode (the reader may be another process), a list in process memory in embedded mode.
+The publisher appends an event to the tail before sending its frame and drops it once its
+row committed, so a reader that joined the channel-layer group first, then reads the tail,
+then the rows, misses nothing: an event is in the group stream, in the tail, or (flushed
+before it left the tail) in the rows.
+
+The tail is written once per frame, so it is append-only and cheap: one in-memory append,
+or one non-blocking ``RPUSH`` on the publisher's loop (never the whole tail re-written).
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+import threading
+import weakref
+from functools import cache
 from typing import Any
 
-from django.core.cache import cache
+from django.conf import settings
 
 from conversations.models import RunEvent
 
@@ -23,24 +33,103 @@ def tail_key(conversation_id: int) -> str:
     return f"agentsite:eventtail:{conversation_id}"
 
 
-def tail_set(conversation_id: int, entries: list[Entry]) -> None:
-    """Called on the event loop itself: one in-memory or loopback-Redis write of a few
-    entries is cheaper than the thread hop ``sync_to_async`` would add to every frame."""
-    if entries:
-        cache.set(tail_key(conversation_id), entries, TAIL_TTL_SECONDS)
-    else:
-        cache.delete(tail_key(conversation_id))
+class MemoryTail:
+    """Embedded mode: the publisher and every reader share this process."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, list[Entry]] = {}
+        self._lock = threading.Lock()  # readers run in ORM threads
+
+    async def append(self, conversation_id: int, entry: Entry) -> None:
+        with self._lock:
+            self._entries.setdefault(conversation_id, []).append(entry)
+
+    async def drop(self, conversation_id: int, count: int) -> None:
+        with self._lock:
+            entries = self._entries.get(conversation_id, [])
+            del entries[:count]
+            if not entries:
+                self._entries.pop(conversation_id, None)
+
+    def get(self, conversation_id: int) -> list[Entry]:
+        with self._lock:
+            return list(self._entries.get(conversation_id, ()))
+
+    def reset(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+class RedisTail:
+    """Team mode: a Redis list per conversation, written from the publisher's event loop."""
+
+    def __init__(self, url: str) -> None:
+        import redis
+
+        self.url = url
+        self._sync = redis.Redis.from_url(url)
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def _client(self) -> Any:
+        """One asyncio client per event loop (a client's connections belong to one loop)."""
+        import redis.asyncio
+
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = self._clients[loop] = redis.asyncio.Redis.from_url(self.url)
+        return client
+
+    async def append(self, conversation_id: int, entry: Entry) -> None:
+        key = tail_key(conversation_id)
+        client = self._client()
+        if await client.rpush(key, json.dumps(entry)) == 1:
+            await client.expire(key, TAIL_TTL_SECONDS)  # a crashed publisher's tail goes
+
+    async def drop(self, conversation_id: int, count: int) -> None:
+        await self._client().ltrim(tail_key(conversation_id), count, -1)
+
+    def get(self, conversation_id: int) -> list[Entry]:
+        raw_entries = self._sync.lrange(tail_key(conversation_id), 0, -1)
+        return [tuple(json.loads(raw)) for raw in raw_entries]
+
+
+@cache
+def _tail_for(redis_url: str) -> MemoryTail | RedisTail:
+    return RedisTail(redis_url) if redis_url else MemoryTail()
+
+
+def tail() -> MemoryTail | RedisTail:
+    return _tail_for(getattr(settings, "REDIS_URL", "") or "")
+
+
+async def tail_append(conversation_id: int, entry: Entry) -> None:
+    await tail().append(conversation_id, entry)
+
+
+async def tail_drop(conversation_id: int, count: int) -> None:
+    """Forget the oldest ``count`` entries (their rows committed)."""
+    await tail().drop(conversation_id, count)
 
 
 def tail_get(conversation_id: int) -> list[Entry]:
-    return list(cache.get(tail_key(conversation_id)) or [])
+    return tail().get(conversation_id)
+
+
+def tail_reset() -> None:
+    """Forget every in-memory tail (tests: conversation ids repeat across databases)."""
+    store = tail()
+    if isinstance(store, MemoryTail):
+        store.reset()
 
 
 def events_after(
     conversation_id: int, after_seq: int = 0, *, run_id: int | None = None
 ) -> list[Entry]:
     """Every event with ``seq > after_seq``, from the tail and the rows, once each, in order."""
-    tail = tail_get(conversation_id)
+    tail_entries = tail_get(conversation_id)
     rows = RunEvent.objects.filter(conversation_id=conversation_id, seq__gt=after_seq)
     if run_id is not None:
         rows = rows.filter(run_id=run_id)
@@ -48,7 +137,7 @@ def events_after(
         seq: (seq, rid, channel, payload)
         for seq, rid, channel, payload in rows.values_list("seq", "run_id", "channel", "payload")
     }
-    for entry in tail:
+    for entry in tail_entries:
         if entry[0] > after_seq and (run_id is None or entry[1] == run_id):
             merged.setdefault(entry[0], entry)
     return [merged[seq] for seq in sorted(merged)]

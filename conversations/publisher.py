@@ -83,7 +83,7 @@ class RunPublisher:
             entry: eventlog.Entry = (seq, self.run_id, channel, payload)
             self._unflushed.append(entry)
             html = self.view.apply(seq, channel, payload)
-            eventlog.tail_set(self.conversation_id, list(self._unflushed))
+            await eventlog.tail_append(self.conversation_id, entry)
             await self.layer.group_send(
                 self.group,
                 {
@@ -130,7 +130,7 @@ class RunPublisher:
             self.db_writes += 1
             async with self._lock:
                 del self._unflushed[: len(batch)]
-                eventlog.tail_set(self.conversation_id, list(self._unflushed))
+                await eventlog.tail_drop(self.conversation_id, len(batch))
 
     # deltas -------------------------------------------------------------------
     @property

@@ -55,10 +55,14 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
 
 @pytest.fixture(autouse=True)
 def _fresh_cache():
-    """Rate-limit counters and event tails live in the cache; ids repeat across tests."""
+    """Rate-limit counters (cache) and event tails (memory) must not leak: ids repeat."""
+    from conversations import eventlog
+
     cache.clear()
+    eventlog.tail_reset()
     yield
     cache.clear()
+    eventlog.tail_reset()
 
 
 PROVIDER_KEY = "sk-provider-secret-key-do-not-leak-1234"

@@ -37,8 +37,7 @@ def make_publisher(layer: GatedLayer) -> publisher.RunPublisher:
     return pub
 
 
-async def test_a_delta_mid_send_is_not_lost_when_the_answer_ends(monkeypatch):
-    monkeypatch.setattr(publisher.eventlog, "tail_set", lambda *args: None)
+async def test_a_delta_mid_send_is_not_lost_when_the_answer_ends():
     layer = GatedLayer()
     pub = make_publisher(layer)
     await pub.on_event(AnswerDelta("a"))  # idle stream: sent at once
@@ -55,8 +54,7 @@ async def test_a_delta_mid_send_is_not_lost_when_the_answer_ends(monkeypatch):
     assert [c for c, _p in layer.sent][-1] == "answer"
 
 
-async def test_a_burst_is_coalesced_and_complete(monkeypatch):
-    monkeypatch.setattr(publisher.eventlog, "tail_set", lambda *args: None)
+async def test_a_burst_is_coalesced_and_complete():
     layer = GatedLayer()
     pub = make_publisher(layer)
     for i in range(200):  # all at once: far faster than one frame per interval
