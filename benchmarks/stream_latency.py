@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import os
 import re
+import secrets
 import statistics
 import subprocess
 import sys
@@ -51,6 +52,9 @@ DELTA = re.compile(r'<span hx-swap-oob="beforeend:#answer-(\d+)">(.*?)</span>', 
 STAMP = re.compile(r"@@(\d+\.\d+)@@")
 FINISHED = re.compile(r'id="footer-(\d+)"')
 RUN_LOG = re.compile(r"run (\d+) finished: (\w+) in ([\d.]+)s, (\d+) frames, (\d+) log writes")
+
+# Measured as deployed: DEBUG off (no SQL query log, no debug toolbar paths).
+PRODUCTION_ENV = {"DEBUG": "false", "SECRET_KEY": secrets.token_urlsafe(40)}
 
 TARGETS = {
     "p50_1": 1.0,  # ms added per token, one run
@@ -552,7 +556,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"starting the {mode}-mode stack ...", flush=True)
         worker_threads = max([8, *concurrency]) + 10
         with running_stack(
-            mode=mode, concurrency=worker_threads, private_postgres=args.private_postgres
+            mode=mode,
+            concurrency=worker_threads,
+            private_postgres=args.private_postgres,
+            extra_env=PRODUCTION_ENV,
         ) as stack:
             origin = stack.database.origin if stack.database else "SQLite"
             print(f"  up in {time.monotonic() - started:.1f} s (database: {origin})", flush=True)
