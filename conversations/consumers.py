@@ -42,6 +42,18 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
+    async def dispatch(self, message: dict) -> None:
+        """Live frames skip the base class's per-message ``close_old_connections()``.
+
+        That call hops to Django's one sync thread for every message; for a streamed
+        answer it meant one hop per frame, queued behind every sync view of the process.
+        Forwarding a frame touches no database.
+        """
+        if message.get("type") == "run.event":
+            await self.run_event(message)
+            return
+        await super().dispatch(message)
+
     async def run_event(self, message: dict) -> None:
         """A live event from the publisher: forward its pre-rendered frame once."""
         if message["seq"] <= self.last_seq:

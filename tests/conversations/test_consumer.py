@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -167,3 +168,28 @@ async def test_events_stay_readable_while_their_batch_is_being_written(
     assert [e[3]["content"] for e in seen] == ["A", "B", "C"]
     assert eventlog.tail_get(conversation.pk)[0][3]["content"] == "C"
     await pub.close()
+
+
+async def test_frames_keep_flowing_while_a_sync_view_holds_the_sync_thread(client, user, setup_run):
+    """A slow sync view (Django's one sync thread busy) must not stall a streamed answer."""
+    conversation, run = await sync_to_async(setup_run)()
+    cookie = await sync_to_async(login_cookie)(client, user)
+    socket = await open_socket(conversation.pk, cookie)
+    entered, release = threading.Event(), threading.Event()
+
+    def slow_view() -> None:
+        entered.set()
+        release.wait(10)
+
+    busy = asyncio.ensure_future(sync_to_async(slow_view)())  # thread_sensitive, like views
+    assert await asyncio.to_thread(entered.wait, 5)
+    publisher = RunPublisher(run_id=run.pk, conversation_id=conversation.pk, start_seq=0)
+    try:
+        await publisher.on_event(AnswerDelta("still streaming"))
+        frame = await socket.receive_from(timeout=2)
+        assert "still streaming" in frame
+    finally:
+        release.set()
+        await busy
+    await publisher.close()
+    await socket.disconnect()
