@@ -330,7 +330,7 @@ def start_profilers(
         if name not in servers:
             continue
         out = directory / f"{label.replace(' ', '_')}-{name}.txt"
-        command = [str(Path(sys.executable).with_name("py-spy")), "record", "--nonblocking"]
+        command = [str(Path(sys.executable).with_name("py-spy")), "record", "--gil"]
         command += ["--pid", str(servers[name].pid), "--format", "raw", "--rate", "200"]
         profilers.append(
             subprocess.Popen(

@@ -66,6 +66,15 @@ class ToolResult:
         return self.content
 
 
+@functools.lru_cache(maxsize=1024)
+def _validator_for(schema_json: str) -> jsonschema.Draft202012Validator:
+    """Checked once per distinct schema: tools are rebuilt for every run, and checking a
+    schema against the metaschema costs ~2 ms a tool."""
+    schema = json.loads(schema_json)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
 @dataclass
 class Tool:
     name: str
@@ -78,8 +87,7 @@ class Tool:
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("_", "").replace("-", "").isalnum():
             raise ValueError(f"invalid tool name {self.name!r}: use letters, digits, _ and -")
-        jsonschema.Draft202012Validator.check_schema(self.parameters)
-        self._validator = jsonschema.Draft202012Validator(self.parameters)
+        self._validator = _validator_for(json.dumps(self.parameters, sort_keys=True))
 
     def validation_error(self, arguments: dict[str, Any]) -> str | None:
         """A readable message for the first schema violation, or None when valid."""
