@@ -8,8 +8,8 @@ receive, so the added latency per token is ``receipt - emission``. Printed per m
 - token latency p50/p99 for 1 run (embedded: daphne alone; team: Redis + Celery + daphne)
   and for 50, 100 and 200 concurrent runs in team mode (20 tokens/s each by default);
 - time-to-first-token overhead: message POST -> first answer frame, for 1 and 20
-  concurrent conversations (the scripted LLM answers without delay, so nothing is
-  subtracted);
+  concurrent conversations, minus the scripted LLM's own time (it records when each call
+  arrived and when its answer, or a stream's first content chunk, was out);
 - DB writes per answer (the runner's "run N finished: ... F frames, W log writes" line);
 - server CPU per run and per frame (utime + stime of daphne and the worker from /proc).
 
@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import re
 import secrets
@@ -79,6 +80,7 @@ class Trace:
     run_id: int = 0
     posted_at: float = 0.0
     first_delta_at: float | None = None
+    llm_time: float = 0.0  # the scripted LLM's own time before the first token
     frames: int = 0
     latencies: list[float] = field(default_factory=list)
     stamps: list[float] = field(default_factory=list)
@@ -244,7 +246,8 @@ async def scenario(
     async def post(trace: Trace) -> None:
         trace.posted_at = time.monotonic()
         response = await browser.post(
-            f"/c/{trace.conversation_id}/messages/", {"content": f"benchmark {label}: stream"}
+            f"/c/{trace.conversation_id}/messages/",
+            {"content": f"benchmark {label} {marker(trace)}: stream"},
         )
         if response.status_code != 200:
             title = re.search(r"<title>\s*(.*?)\s*</title>", response.text, re.S)
@@ -285,6 +288,9 @@ async def scenario(
             with contextlib.suppress(subprocess.TimeoutExpired):
                 profiler.wait(30)
 
+    if runs <= 20:  # first-token scenarios: subtract the scripted LLM's own time
+        with contextlib.suppress(Exception):
+            add_llm_time(traces, await asyncio.to_thread(stack.llm_requests))
     # The window in which every run was streaming: latency under the full load.
     starts = [min(t.stamps) for t in traces if t.stamps]
     ends = [max(t.stamps) for t in traces if t.stamps]
@@ -309,7 +315,7 @@ async def scenario(
         tokens=tokens,
         latencies=[lat for t in traces for lat in t.latencies],
         window_latencies=window if runs > 1 else [],
-        ttfts=[t.first_delta_at - t.posted_at for t in traces if t.first_delta_at],
+        ttfts=[t.first_delta_at - t.posted_at - t.llm_time for t in traces if t.first_delta_at],
         logs=[logs[rid] for rid in sorted(logs)],
         cpu={k: cpu_after[k] - cpu_before.get(k, 0.0) for k in cpu_after},
         wall=wall,
@@ -318,6 +324,20 @@ async def scenario(
         load=(load_before + os.getloadavg()[0]) / 2,
         db_connections=connections.peak if stack.database is not None else 0,
     )
+
+
+def marker(trace: Trace) -> str:
+    return f"[bench-{trace.conversation_id}]"
+
+
+def add_llm_time(traces: list[Trace], requests: list[dict[str, Any]]) -> None:
+    """Each run's LLM calls up to its first token: request received -> answer out."""
+    for trace in traces:
+        tag = marker(trace)
+        for request in requests:
+            if request.get("answered") is None or tag not in json.dumps(request["body"]):
+                continue
+            trace.llm_time += request["answered"] - request["time"]
 
 
 def start_profilers(
@@ -457,8 +477,8 @@ def print_results(results: list[Result], args: argparse.Namespace) -> None:
     for label, note in notes:
         print(f"  note, {label}: {note}")
     print()
-    print("Time to first token overhead: message POST sent -> first answer frame received")
-    print("(the scripted LLM answers both calls of a run without delay: nothing to subtract)")
+    print("Time to first token overhead: message POST sent -> first answer frame received,")
+    print("minus the scripted LLM's own time (request received -> answer out, each call)")
     for r in results:
         if "first token" in r.label:
             print(

@@ -62,9 +62,11 @@ STAMP_FORMAT = "@@{:.6f}@@"  # appended to streamed content pieces when stamping
 
 
 class RecordedRequest(dict):  # type: ignore[type-arg]
-    """The JSON body of one chat request, plus ``path``, ``headers`` and ``time``.
+    """The JSON body of one chat request, plus ``path``, ``headers``, ``time``, ``answered``.
 
-    ``time`` is ``time.monotonic()`` on arrival; ``headers`` has lower-cased names.
+    ``time`` is ``time.monotonic()`` on arrival, ``answered`` when the answer was out (the
+    whole body, or a stream's first content chunk): the difference is this server's own
+    delay, which a benchmark subtracts. ``headers`` has lower-cased names.
     """
 
     def __init__(self, body: dict[str, Any], *, path: str, headers: dict[str, str]) -> None:
@@ -72,9 +74,16 @@ class RecordedRequest(dict):  # type: ignore[type-arg]
         self.path = path
         self.headers = headers
         self.time = time.monotonic()
+        self.answered: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "headers": self.headers, "time": self.time, "body": dict(self)}
+        return {
+            "path": self.path,
+            "headers": self.headers,
+            "time": self.time,
+            "answered": self.answered,
+            "body": dict(self),
+        }
 
 
 def _normalise(response: Response | str) -> Response:
@@ -401,6 +410,12 @@ class _Handler(BaseHTTPRequestHandler):
     def scripted(self) -> ScriptedServer:
         return self.server.scripted  # type: ignore[attr-defined]
 
+    def setup(self) -> None:
+        super().setup()
+        # Like real LLM servers: no Nagle delay. Without it the headers and the first chunk
+        # (two small writes) met the client's delayed ACK: +40 ms on the first tokens.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - base signature
         """Quiet: tests read ``requests`` instead."""
 
@@ -488,7 +503,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": {"message": f"no route {path}"}})
             return
         headers = {k.lower(): v for k, v in self.headers.items()}
-        self.scripted._record(RecordedRequest(body, path=path, headers=headers))
+        recorded = RecordedRequest(body, path=path, headers=headers)
+        self.scripted._record(recorded)
         if not self._check_auth():
             return
         response = self.scripted._next_response(body)
@@ -497,12 +513,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(500, {"error": error})
             return
         try:
-            self._answer(body, response)
+            self._answer(body, response, recorded)
         except (BrokenPipeError, ConnectionResetError):
             self.scripted._note_disconnect()
             self.close_connection = True
 
-    def _answer(self, request: dict[str, Any], response: Response) -> None:
+    def _answer(
+        self, request: dict[str, Any], response: Response, recorded: RecordedRequest
+    ) -> None:
         if response.get("delay") and not self._wait(response["delay"]):
             self.close_connection = True
             return
@@ -518,6 +536,7 @@ class _Handler(BaseHTTPRequestHandler):
         model = self.scripted.model
         if not request.get("stream"):
             self._send_json(200, render_completion(request, response, request_no, model), headers)
+            recorded.answered = time.monotonic()
             return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -537,10 +556,16 @@ class _Handler(BaseHTTPRequestHandler):
                 _stamp(chunk)
             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
             self.wfile.flush()
+            if recorded.answered is None and _has_content(chunk):
+                recorded.answered = time.monotonic()
             if position == 1 and response.get("hang") and not self._wait(response["hang"]):
                 return
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
+
+
+def _has_content(chunk: dict[str, Any]) -> bool:
+    return any((c.get("delta") or {}).get("content") for c in chunk.get("choices") or ())
 
 
 def _stamp(chunk: dict[str, Any]) -> None:
