@@ -143,15 +143,15 @@ async def test_events_stay_readable_while_their_batch_is_being_written(
     from conversations import publisher as publisher_module
 
     conversation, run = await sync_to_async(setup_run)()
-    real_write = publisher_module._write_events
+    real_write = publisher_module._write_event_batches
     writing, release = threading.Event(), threading.Event()
 
-    def gated_write(conversation_id, batch):
+    def gated_write(batches):
         writing.set()
         assert release.wait(10)
-        real_write(conversation_id, batch)
+        real_write(batches)
 
-    monkeypatch.setattr(publisher_module, "_write_events", gated_write)
+    monkeypatch.setattr(publisher_module, "_write_event_batches", gated_write)
     pub = RunPublisher(run_id=run.pk, conversation_id=conversation.pk, start_seq=0)
     await pub.publish("answer", {"status": "delta", "content": "A"})
     await pub.publish("answer", {"status": "delta", "content": "B"})

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from conversations import publisher
 from engine.events import AnswerDelta, AnswerDone
 
@@ -62,3 +64,46 @@ async def test_a_burst_is_coalesced_and_complete():
     await pub.close()
     assert layer.text() == "".join(f"t{i} " for i in range(200))
     assert len(layer.sent) < 10  # the first delta alone, then batches
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_concurrent_runs_share_one_log_write(user, monkeypatch):
+    """Streaming runs of one process are logged together: one transaction, not one per run."""
+    from asgiref.sync import sync_to_async
+
+    from conversations import services
+    from conversations.models import Conversation, RunEvent
+
+    monkeypatch.setattr("conversations.launcher.launch", lambda run_id: None)
+    calls: list[list[int]] = []
+    real_write = publisher._write_event_batches
+
+    def counting_write(batches):
+        calls.append([conversation_id for conversation_id, _batch in batches])
+        real_write(batches)
+
+    monkeypatch.setattr(publisher, "_write_event_batches", counting_write)
+
+    def start_run():
+        conversation = services.conversation_create(owner=user)
+        _, run, _ = services.message_post(conversation=conversation, user=user, content="hi")
+        return conversation.pk, run.pk
+
+    runs = [await sync_to_async(start_run)() for _ in range(3)]
+    pubs = [publisher.RunPublisher(run_id=r, conversation_id=c, start_seq=0) for c, r in runs]
+    for pub in pubs:
+        await pub.on_event(AnswerDelta(f"answer of run {pub.run_id}"))
+    await publisher.log_writer()._task  # the shared write, FLUSH_INTERVAL later
+
+    assert calls == [[c for c, _r in runs]]
+    for conversation_id, run_id in runs:
+        contents = [
+            e.payload["content"]
+            async for e in RunEvent.objects.filter(run_id=run_id).order_by("seq")
+        ]
+        assert contents == [f"answer of run {run_id}"]
+        conversation = await Conversation.objects.aget(pk=conversation_id)
+        assert conversation.last_event_seq == 1
+    for pub in pubs:
+        await pub.close()
+    assert len(calls) == 1  # nothing left to write on close
