@@ -744,15 +744,21 @@ class ReActAgent:
             return
         queue: asyncio.Queue[Any] = asyncio.Queue()
         pump = asyncio.ensure_future(_pump(self.llm.stream_chat(messages), queue))
+        # One watcher per stream (not a race per chunk: two tasks for every token).
+        watcher = _put_when_cancelled(self.cancel, queue)
         try:
             while True:
-                item = await _race(queue.get(), self.cancel)
+                item = await queue.get()
+                if item is _CANCELLED or (self.cancel is not None and self.cancel.cancelled):
+                    raise CancelledRun("cancelled")
                 if item is _END:
                     return
                 if isinstance(item, BaseException):
                     raise item
                 yield item
         finally:
+            if watcher is not None:
+                watcher.cancel()
             if not pump.done():
                 pump.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -762,6 +768,21 @@ class ReActAgent:
 # ---------------------------------------------------------------------- helpers
 
 _END = object()
+_CANCELLED = object()
+
+
+def _put_when_cancelled(
+    token: CancelToken | None, queue: asyncio.Queue[Any]
+) -> asyncio.Task | None:
+    """A task that wakes the queue's reader with ``_CANCELLED`` once ``token`` fires."""
+    if token is None:
+        return None
+
+    async def watch() -> None:
+        await token.wait()
+        queue.put_nowait(_CANCELLED)
+
+    return asyncio.ensure_future(watch())
 
 
 async def _race(work: Awaitable[T], cancel: CancelToken | None) -> T:
