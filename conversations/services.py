@@ -129,7 +129,8 @@ def message_post(*, conversation: Conversation, user, content: str) -> tuple[Mes
             code="too_large",
             extra={"content": [f"At most {limit} characters."]},
         )
-    run_sweep_stale(conversation=conversation)
+    if conversation.runs.filter(status__in=Run.ACTIVE_STATUSES).exists():
+        run_sweep_stale(conversation=conversation)  # a dead run must not take the message
     with transaction.atomic():
         # Lock the conversation so two posts cannot both start a run.
         Conversation.objects.select_for_update().filter(pk=conversation.pk).first()

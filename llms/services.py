@@ -30,7 +30,13 @@ from llms.models import (
 )
 from llms.probe import PROBE_TIMEOUT, ProbeReport, build_probe_llm, probe_llm
 from llms.providers import get_backend
-from llms.selectors import models_for_user, quota_status_for_user
+from llms.selectors import (
+    QuotaStatus,
+    models_for_user,
+    next_reset,
+    quota_limit_for_user,
+    usage_today_for_user,
+)
 
 __all__ = [
     "build_llm",
@@ -311,7 +317,10 @@ def usage_record(
 
 def quota_check(*, user: Any) -> None:
     """Refuse a new run when today's tokens reached the user's smallest daily limit."""
-    status = quota_status_for_user(user=user)
+    limit = quota_limit_for_user(user=user)
+    if limit is None:
+        return  # no quota: today's usage need not be summed
+    status = QuotaStatus(used=usage_today_for_user(user=user), limit=limit, resets_at=next_reset())
     if not status.exceeded:
         return
     local_reset = timezone.localtime(status.resets_at)
