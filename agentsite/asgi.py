@@ -15,8 +15,11 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from agentsite.runtime import tune_for_streaming  # noqa: E402
 from conversations import launcher  # noqa: E402
 from conversations.routing import websocket_urlpatterns  # noqa: E402
+
+tune_for_streaming()
 
 router = ProtocolTypeRouter(
     {

@@ -9,9 +9,17 @@ from __future__ import annotations
 import os
 
 from celery import Celery
+from celery.signals import worker_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 
 app = Celery("agentsite")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@worker_init.connect
+def _tune_worker(**_kwargs: object) -> None:
+    from agentsite.runtime import tune_for_streaming
+
+    tune_for_streaming()

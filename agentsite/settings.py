@@ -133,6 +133,8 @@ AGENTSITE_DB_THREADS = env.int("AGENTSITE_DB_THREADS", default=16)  # ORM thread
 # A running run's process is woken when a follow-up or Stop is saved; it also checks this
 # often in case a wake-up was lost (e.g. a Redis reconnect).
 AGENTSITE_RUN_POLL_SECONDS = env.float("AGENTSITE_RUN_POLL_SECONDS", default=2.0)
+# GIL switch interval of the streaming processes (CPython's default is 5 ms; 0 keeps it).
+AGENTSITE_GIL_SWITCH_MS = env.float("AGENTSITE_GIL_SWITCH_MS", default=1.0)
 AGENTSITE_SSE_HEARTBEAT = env.float("AGENTSITE_SSE_HEARTBEAT", default=15.0)  # seconds
 
 AUTH_PASSWORD_VALIDATORS = [

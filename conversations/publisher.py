@@ -33,8 +33,9 @@ logger = logging.getLogger(__name__)
 
 FRAME_INTERVAL = 0.05
 # A delta arriving at least this long after the previous one means the stream is not
-# bunching up: it goes out at once (20 tokens/s = one every 50 ms must never wait).
-IDLE_GAP = 0.04
+# bunching up: it goes out at once. 20 tokens/s (one every 50 ms) must never wait, even
+# when network and scheduling jitter bring two tokens 30 ms apart.
+IDLE_GAP = 0.025
 FLUSH_INTERVAL = 0.5
 IMMEDIATE_FLUSH = {("step", "iteration", "start"), ("done", None, None), ("error", None, None)}
 
