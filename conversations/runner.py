@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 
 from conversations import compaction
@@ -37,7 +38,22 @@ class RunSetup:
     history: compaction.StoredHistory
     start_seq: int
     model: Any = None
-    errors: list[str] = field(default_factory=list)
+    llm: Any = None
+    registry: Any = None
+    setup_error: str = ""  # why the agent cannot be built (shown to the user)
+
+
+def _prepare(run_id: int) -> RunSetup | None:
+    """Claim the run and build its agent's parts: one ORM round trip before the first LLM
+    call instead of two (each costs a thread hop and connection checks)."""
+    setup = _claim(run_id)
+    if setup is None:
+        return None
+    try:
+        setup.model, setup.llm, setup.registry = _build_agent_parts(setup)
+    except LLMSetupError as exc:
+        setup.setup_error = str(exc)
+    return setup
 
 
 def _claim(run_id: int) -> RunSetup | None:
@@ -104,7 +120,7 @@ class LLMSetupError(Exception):
 async def execute_run(run_id: int, *, token: CancelToken | None = None) -> str | None:
     """Execute one run end to end; returns its final status (None if it never started)."""
     try:
-        setup = await db(_claim)(run_id)
+        setup = await db(_prepare)(run_id)
     except Exception:
         logger.exception("run %s could not start", run_id)
         await db(_fail_unstarted)(run_id)
@@ -134,15 +150,18 @@ async def execute_run(run_id: int, *, token: CancelToken | None = None) -> str |
             # The answer is saved and the run closed before the done frame goes out: the
             # live footer can pin the answer, and a message sent by someone who has seen
             # "done" starts a new run instead of joining this one.
-            message = await db(_save_answer)(run_id, event.answer, event.usage)
-            publisher.view.assistant_message = message
             elapsed = time.perf_counter() - started
-            await db(_finish)(run_id, result.status, result.error or "", result, elapsed)
+            message = await db(_save_answer_and_finish)(
+                run_id, event.answer, event.usage, result, elapsed
+            )
+            publisher.view.assistant_message = message
             finished = True
         await publisher.on_event(event)
 
     try:
-        model, llm, registry = await db(_build_agent_parts)(setup)
+        if setup.setup_error:
+            raise LLMSetupError(setup.setup_error)
+        model, llm, registry = setup.model, setup.llm, setup.registry
         guard = compaction.context_guard_for(model, llm)
         loaded = await compaction.compact_on_load(setup.history, query=setup.query, guard=guard)
         if loaded.compacted:
@@ -208,6 +227,15 @@ def _save_answer(run_id: int, answer: str, usage: dict) -> Message:
         run=run,
         usage=usage,
     )
+
+
+def _save_answer_and_finish(
+    run_id: int, answer: str, usage: dict, result: AgentResult, elapsed: float
+) -> Message:
+    with transaction.atomic():
+        message = _save_answer(run_id, answer, usage)
+        _finish(run_id, result.status, result.error or "", result, elapsed)
+    return message
 
 
 def _fail_unstarted(run_id: int) -> None:
