@@ -28,13 +28,20 @@ def _partial(name: str, context: dict[str, Any]) -> str:
     return render_to_string(f"{PARTIALS}#{name}", context)
 
 
-def answer_delta_frame(run_id: int, content: str) -> str:
-    """The frame of one streamed answer piece: appended to the run's answer element.
+_CONTENT_SLOT = "\x00content\x00"  # survives HTML escaping unchanged
 
-    The hottest frame (one per streamed chunk), so it is formatted here instead of going
-    through the template engine, which cost ~90 µs a frame against ~1 µs.
+
+def _answer_delta_wrapper(view: RunView) -> tuple[str, str]:
+    """The answer-delta partial rendered once per run around a slot, split at the slot.
+
+    The hottest frame (one per streamed chunk): the template engine cost ~90 µs a frame,
+    filling the rendered wrapper with escaped text ~1 µs. The markup stays in the template.
     """
-    return f'<span hx-swap-oob="beforeend:#answer-{run_id}">{escape(content)}</span>'
+    html = _partial("answer-delta", {"view": view, "content": _CONTENT_SLOT})
+    before, slot, after = html.partition(_CONTENT_SLOT)
+    if not slot:
+        raise ValueError("the answer-delta partial must show {{ content }} once")
+    return before, after
 
 
 @dataclass
@@ -95,6 +102,7 @@ class RunView:
     )
     _cards: int = 0
     _injects: int = 0
+    _delta_wrapper: tuple[str, str] | None = None
 
     # ids -----------------------------------------------------------------
     @property
@@ -183,7 +191,10 @@ class RunView:
             self.answer_text += content
             if not render or not content:
                 return ""
-            return answer_delta_frame(self.run_id, content)
+            if self._delta_wrapper is None:
+                self._delta_wrapper = _answer_delta_wrapper(self)
+            before, after = self._delta_wrapper
+            return before + escape(content) + after
         return ""
 
     def _on_phase(self, payload: dict[str, Any], render: bool) -> str:
