@@ -14,15 +14,14 @@ or one non-blocking ``RPUSH`` on the publisher's loop (never the whole tail re-w
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
-import weakref
 from functools import cache
 from typing import Any
 
 from django.conf import settings
 
+from agentsite.loops import PerLoop
 from conversations.models import RunEvent
 
 Entry = tuple[int, int, str, dict[str, Any]]  # (seq, run_id, channel, payload)
@@ -65,22 +64,14 @@ class RedisTail:
 
     def __init__(self, url: str) -> None:
         import redis
-
-        self.url = url
-        self._sync = redis.Redis.from_url(url)
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
-            weakref.WeakKeyDictionary()
-        )
-
-    def _client(self) -> Any:
-        """One asyncio client per event loop (a client's connections belong to one loop)."""
         import redis.asyncio
 
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            client = self._clients[loop] = redis.asyncio.Redis.from_url(self.url)
-        return client
+        self._sync = redis.Redis.from_url(url)
+        # One asyncio client per event loop (a client's connections belong to one loop).
+        self._clients = PerLoop(lambda: redis.asyncio.Redis.from_url(url))
+
+    def _client(self) -> Any:
+        return self._clients.get()
 
     async def append(self, conversation_id: int, entry: Entry) -> None:
         key = tail_key(conversation_id)

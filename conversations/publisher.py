@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import logging
 import time
-import weakref
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -23,6 +22,7 @@ from django.db import transaction
 from django.db.models import Case, F, Value, When
 from django.db.models.functions import Greatest
 
+from agentsite.loops import PerLoop
 from conversations import eventlog
 from conversations.asyncdb import db
 from conversations.models import Conversation, Message, Run, RunEvent
@@ -213,17 +213,11 @@ class LogWriter:
             self._task = asyncio.ensure_future(self._flush_later())
 
 
-_writers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LogWriter] = (
-    weakref.WeakKeyDictionary()
-)
+_writers: PerLoop[LogWriter] = PerLoop(LogWriter)
 
 
 def log_writer() -> LogWriter:
-    loop = asyncio.get_running_loop()
-    writer = _writers.get(loop)
-    if writer is None:
-        writer = _writers[loop] = LogWriter()
-    return writer
+    return _writers.get()
 
 
 async def _flush_together(publishers: list[RunPublisher]) -> None:

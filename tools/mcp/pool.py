@@ -17,12 +17,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from mcp import Client
 
+from agentsite.loops import PerLoop
 from tools.mcp.client import MCPConnection, MCPConnectionError, MCPEndpoint, mcp_connect
 
 __all__ = ["IDLE_TIMEOUT", "MCPSessionPool", "mcp_sessions_close", "session_pool"]
@@ -135,22 +135,16 @@ class MCPSessionPool:
         await asyncio.gather(*(s.task for s in sessions), return_exceptions=True)
 
 
-_POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, MCPSessionPool] = (
-    weakref.WeakKeyDictionary()
-)
+_POOLS: PerLoop[MCPSessionPool] = PerLoop(MCPSessionPool)
 
 
 def session_pool() -> MCPSessionPool:
     """The running loop's pool."""
-    loop = asyncio.get_running_loop()
-    pool = _POOLS.get(loop)
-    if pool is None:
-        pool = _POOLS[loop] = MCPSessionPool()
-    return pool
+    return _POOLS.get()
 
 
 async def mcp_sessions_close() -> None:
     """Close every MCP session of the running loop (tests; a worker shutting down)."""
-    pool = _POOLS.get(asyncio.get_running_loop())
+    pool = _POOLS.peek()
     if pool is not None:
         await pool.close()
