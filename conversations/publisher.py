@@ -36,6 +36,9 @@ FRAME_INTERVAL = 0.05
 # bunching up: it goes out at once. 20 tokens/s (one every 50 ms) must never wait, even
 # when network and scheduling jitter bring two tokens 30 ms apart.
 IDLE_GAP = 0.025
+# Sending a frame normally takes well under a millisecond; when it takes this long the
+# process is saturated, and deltas are batched even if they trickle in (each costs a frame).
+BUSY_PUBLISH_COST = 0.01
 FLUSH_INTERVAL = 0.5
 IMMEDIATE_FLUSH = {("step", "iteration", "start"), ("done", None, None), ("error", None, None)}
 
@@ -146,7 +149,7 @@ class RunPublisher:
         now = time.monotonic()
         # Idle = the previous delta came a while ago (not: the previous *frame* went out a
         # while ago, which phase-locks a steady 20 tokens/s stream into waiting ~25 ms).
-        idle = now - self._last_delta_at >= IDLE_GAP
+        idle = now - self._last_delta_at >= IDLE_GAP and self._publish_cost < BUSY_PUBLISH_COST
         self._last_delta_at = now
         if idle and not self._pending_delta:
             await self.publish("answer", {"status": "delta", "content": content})

@@ -746,15 +746,17 @@ class ReActAgent:
         pump = asyncio.ensure_future(_pump(self.llm.stream_chat(messages), queue))
         # One watcher per stream (not a race per chunk: two tasks for every token).
         watcher = _put_when_cancelled(self.cancel, queue)
+        held: Any = None  # an item read while merging, handled next
         try:
             while True:
-                item = await queue.get()
+                item, held = (held, None) if held is not None else (await queue.get(), None)
                 if item is _CANCELLED or (self.cancel is not None and self.cancel.cancelled):
                     raise CancelledRun("cancelled")
                 if item is _END:
                     return
                 if isinstance(item, BaseException):
                     raise item
+                item, held = _merge_ready(item, queue)
                 yield item
         finally:
             if watcher is not None:
@@ -769,6 +771,35 @@ class ReActAgent:
 
 _END = object()
 _CANCELLED = object()
+
+
+def _merge_ready(delta: ChatDelta, queue: asyncio.Queue[Any]) -> tuple[ChatDelta, Any]:
+    """``delta`` plus the plain text deltas already waiting behind it, as one delta.
+
+    Chunks read from the socket together (a loaded process reads a backlog) then cost one
+    event downstream instead of one each; text order is kept. Returns the merged delta and
+    the first queued item that is not plain text (or None), which the caller handles next.
+    """
+    if not _plain_text(delta):
+        return delta, None
+    parts = [delta.content]
+    while not queue.empty():
+        item = queue.get_nowait()
+        if not _plain_text(item):
+            return ChatDelta(content="".join(parts)), item
+        parts.append(item.content)
+    return (delta if len(parts) == 1 else ChatDelta(content="".join(parts))), None
+
+
+def _plain_text(item: Any) -> bool:
+    return (
+        isinstance(item, ChatDelta)
+        and bool(item.content)
+        and not item.reasoning_content
+        and not item.tool_calls
+        and item.usage is None
+        and not item.finish_reason
+    )
 
 
 def _put_when_cancelled(

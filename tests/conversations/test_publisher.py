@@ -107,3 +107,15 @@ async def test_concurrent_runs_share_one_log_write(user, monkeypatch):
     for pub in pubs:
         await pub.close()
     assert len(calls) == 1  # nothing left to write on close
+
+
+async def test_a_saturated_process_batches_even_a_trickle():
+    """When sending a frame has become slow, every delta waits for the next batch."""
+    layer = GatedLayer()
+    pub = make_publisher(layer)
+    pub._publish_cost = 2 * publisher.BUSY_PUBLISH_COST  # as measured under overload
+    await pub.on_event(AnswerDelta("a"))  # would go out at once on an idle process
+    await pub.on_event(AnswerDelta("b"))
+    assert layer.sent == []
+    await pub.close()
+    assert layer.sent == [("answer", {"status": "delta", "content": "ab"})]
