@@ -68,7 +68,6 @@ class RunPublisher:
         self._last_frame_at = 0.0
         self._last_delta_at = 0.0
         self._publish_cost = 0.0  # moving average of one frame's send time
-        self._delta_timer: asyncio.TimerHandle | None = None
         self._delta_task: asyncio.Task | None = None
         self._lock = asyncio.Lock()
         self._flush_lock = asyncio.Lock()
