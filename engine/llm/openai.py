@@ -38,6 +38,7 @@ import random
 import ssl
 import time
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -295,7 +296,7 @@ class OpenAICompatibleLLM:
             self._client = httpx.AsyncClient(
                 timeout=httpx.Timeout(self.timeout),
                 headers=headers,
-                transport=self._transport,
+                transport=self._transport or _SharedPool(),
                 verify=_ssl_context(),
             )
             self._client_loop = loop
@@ -524,6 +525,32 @@ def _ssl_context() -> ssl.SSLContext:
     """One TLS context per process: building one loads the CA bundle (~30 ms of CPU),
     and a client is built per event loop, i.e. per run in a Celery worker."""
     return httpx.create_ssl_context()
+
+
+_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncHTTPTransport] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+class _SharedPool(httpx.AsyncBaseTransport):
+    """The running loop's one connection pool, shared by every client of this module.
+
+    A client is built per run (a run builds its LLM), so a pool per client meant a new TCP
+    and TLS connection to the provider for every run. Closing a client leaves the pool open.
+    """
+
+    def __init__(self) -> None:
+        loop = asyncio.get_running_loop()
+        pool = _pools.get(loop)
+        if pool is None:
+            pool = _pools[loop] = httpx.AsyncHTTPTransport(verify=_ssl_context())
+        self._pool = pool
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await self._pool.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        """The pool outlives this client (it goes with its event loop)."""
 
 
 async def _iter_sse(response: httpx.Response) -> AsyncIterator[tuple[str, str]]:

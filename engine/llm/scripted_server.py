@@ -62,17 +62,20 @@ STAMP_FORMAT = "@@{:.6f}@@"  # appended to streamed content pieces when stamping
 
 
 class RecordedRequest(dict):  # type: ignore[type-arg]
-    """The JSON body of one chat request, plus ``path``, ``headers``, ``time``, ``answered``.
+    """A chat request's JSON body, plus ``path``, ``headers``, ``time``, ``answered``, ``peer``.
 
     ``time`` is ``time.monotonic()`` on arrival, ``answered`` when the answer was out (the
     whole body, or a stream's first content chunk): the difference is this server's own
     delay, which a benchmark subtracts. ``headers`` has lower-cased names.
     """
 
-    def __init__(self, body: dict[str, Any], *, path: str, headers: dict[str, str]) -> None:
+    def __init__(
+        self, body: dict[str, Any], *, path: str, headers: dict[str, str], peer: str = ""
+    ) -> None:
         super().__init__(body)
         self.path = path
         self.headers = headers
+        self.peer = peer  # the client's "host:port": one connection, one peer
         self.time = time.monotonic()
         self.answered: float | None = None
 
@@ -82,6 +85,7 @@ class RecordedRequest(dict):  # type: ignore[type-arg]
             "headers": self.headers,
             "time": self.time,
             "answered": self.answered,
+            "peer": self.peer,
             "body": dict(self),
         }
 
@@ -503,7 +507,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": {"message": f"no route {path}"}})
             return
         headers = {k.lower(): v for k, v in self.headers.items()}
-        recorded = RecordedRequest(body, path=path, headers=headers)
+        peer = "{}:{}".format(*self.client_address[:2])
+        recorded = RecordedRequest(body, path=path, headers=headers, peer=peer)
         self.scripted._record(recorded)
         if not self._check_auth():
             return

@@ -604,3 +604,19 @@ def test_retry_delay_honours_retry_after_with_a_cap_and_backs_off_otherwise():
 )
 def test_decode_arguments(raw, expected):
     assert decode_arguments(raw) == expected
+
+
+async def test_clients_built_one_after_another_reuse_the_providers_connection(
+    scripted_server, make_llm
+):
+    """Each run builds its own client; the connection (and TLS session) to the provider is
+    kept for the next run instead of being opened again."""
+    scripted_server.push("first", "second")
+    first = make_llm()
+    assert (await first.chat(USER)).content == "first"
+    await first.aclose()  # the run ended
+    second = make_llm()
+    assert (await second.chat(USER)).content == "second"
+    await second.aclose()
+    peers = [request.peer for request in scripted_server.requests]
+    assert len(peers) == 2 and peers[0] == peers[1]
