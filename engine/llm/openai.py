@@ -527,6 +527,9 @@ def _ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+# Every streaming run holds a connection for its whole answer: no cap on open connections
+# (a worker's --concurrency bounds them); keep some idle ones for the next runs.
+POOL_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=64)
 _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncHTTPTransport] = (
     weakref.WeakKeyDictionary()
 )
@@ -543,7 +546,8 @@ class _SharedPool(httpx.AsyncBaseTransport):
         loop = asyncio.get_running_loop()
         pool = _pools.get(loop)
         if pool is None:
-            pool = _pools[loop] = httpx.AsyncHTTPTransport(verify=_ssl_context())
+            pool = httpx.AsyncHTTPTransport(verify=_ssl_context(), limits=POOL_LIMITS)
+            _pools[loop] = pool
         self._pool = pool
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:

@@ -160,7 +160,7 @@ class ScriptedServer:
         if self._httpd is not None:
             return self
         self._stopping.clear()
-        httpd = ThreadingHTTPServer((self.host, self.port), _Handler)
+        httpd = _Server((self.host, self.port), _Handler)
         httpd.daemon_threads = True
         httpd.scripted = self  # type: ignore[attr-defined]
         self._httpd = httpd
@@ -404,6 +404,11 @@ def render_chunks(
 
 
 # --------------------------------------------------------------------------- handler
+
+
+class _Server(ThreadingHTTPServer):
+    # Benchmarks open hundreds of streams at once; the default backlog of 5 reset them.
+    request_queue_size = 512
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -620,3 +620,21 @@ async def test_clients_built_one_after_another_reuse_the_providers_connection(
     await second.aclose()
     peers = [request.peer for request in scripted_server.requests]
     assert len(peers) == 2 and peers[0] == peers[1]
+
+
+async def test_more_concurrent_streams_than_httpx_default_pool_all_reach_the_provider(
+    scripted_server, make_llm
+):
+    """The shared pool must not cap concurrent runs (httpx's default allows 100)."""
+    streams = 110
+    scripted_server.push(*[{"content": "late", "delay": 30} for _ in range(streams)])
+    llms = [make_llm() for _ in range(streams)]
+    calls = [asyncio.ensure_future(llm.chat(USER)) for llm in llms]
+    try:
+        assert await asyncio.to_thread(scripted_server.wait_for_requests, streams, 20)
+    finally:
+        for call in calls:
+            call.cancel()
+        await asyncio.gather(*calls, return_exceptions=True)
+        for llm in llms:
+            await llm.aclose()
