@@ -1,7 +1,7 @@
 """The one coroutine that executes a run, wherever it is launched from.
 
-Embedded mode awaits it on the ASGI server's loop; team mode runs it with
-``asyncio.run`` inside a Celery worker. LLM calls never happen inside a DB transaction:
+Embedded mode awaits it on the ASGI server's loop; in team mode a Celery task hands it to
+its worker process's one run loop and waits. LLM calls never happen inside a DB transaction:
 every ORM access is a short ``sync_to_async`` call. The process's run poller
 (:mod:`conversations.watcher`) heart-beats, turns the durable Stop flag into cancelling
 the token and delivers follow-ups (inject messages) to the engine's queue.
