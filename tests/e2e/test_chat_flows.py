@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import BrowserContext, Page, expect
 
-from tests.e2e.conftest import ROOT, ScriptedLLM, log_in
+from tests.e2e.conftest import ROOT, TIMEOUT_MS, ScriptedLLM, log_in
 
 pytestmark = pytest.mark.e2e
 
@@ -231,6 +231,32 @@ def test_tool_card_appears_then_fills_in(
     card.locator("summary").click()
     expect(card).to_have_attribute("open", "")
     screenshot(chat_page)
+
+
+def test_frames_that_beat_the_post_response_are_not_lost(chat_page: Page, llm: ScriptedLLM) -> None:
+    """A run starts once the message is saved: its frames may reach the page before the
+    POST response that adds the run's block. Here the response is held until the whole run
+    has streamed over the socket; the page must still show every step and the answer."""
+    llm.script(calculator_call("6*7"), {"content": "42."}, {"chunks": ["It is ", "**42**."]})
+    sockets: list[Any] = []
+    chat_page.on("websocket", lambda socket: sockets.append(socket))
+    new_conversation(chat_page)
+    held: list[Any] = []
+    chat_page.route("**/messages/", lambda route: held.append(route))  # the POST waits here
+    with chat_page.expect_request(re.compile(r"/messages/$")):
+        send(chat_page, "What is 6*7?")
+    assert len(held) == 1, "the message POST was not intercepted"
+    route = held[0]
+    with sockets[-1].expect_event(
+        "framereceived", lambda frame: 'id="footer-' in str(frame), timeout=TIMEOUT_MS
+    ):
+        response = route.fetch()  # the server saves the message and starts the run
+    route.fulfill(response=response)  # the page gets the response after every frame
+
+    run_id = latest_run(chat_page)
+    wait_finished(chat_page, run_id)
+    expect(chat_page.locator(f"#card-{run_id}-1 .tool-observation")).to_have_text("6*7 = 42")
+    expect(chat_page.locator(f"#answer-{run_id}")).to_contain_text("It is 42.")
 
 
 def test_answer_streams_and_renders_markdown(
