@@ -21,8 +21,8 @@ from typing import Any
 
 from django.conf import settings
 
-from agentsite.loops import PerLoop
 from conversations.models import RunEvent
+from engine.loops import PerLoop
 
 Entry = tuple[int, int, str, dict[str, Any]]  # (seq, run_id, channel, payload)
 TAIL_TTL_SECONDS = 3600

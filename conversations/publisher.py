@@ -22,12 +22,12 @@ from django.db import transaction
 from django.db.models import Case, F, Value, When
 from django.db.models.functions import Greatest
 
-from agentsite.loops import PerLoop
 from conversations import eventlog
 from conversations.asyncdb import db
 from conversations.models import Conversation, Message, Run, RunEvent
 from conversations.rendering import RunView, build_run_view
 from engine.events import AgentEvent, AnswerDelta, ErrorEvent, IterationDone
+from engine.loops import PerLoop
 
 logger = logging.getLogger(__name__)
 

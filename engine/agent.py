@@ -749,7 +749,10 @@ class ReActAgent:
         held: Any = None  # an item read while merging, handled next
         try:
             while True:
-                item, held = (held, None) if held is not None else (await queue.get(), None)
+                if held is not None:
+                    item, held = held, None
+                else:
+                    item = await queue.get()
                 if item is _CANCELLED or (self.cancel is not None and self.cancel.cancelled):
                     raise CancelledRun("cancelled")
                 if item is _END:
@@ -782,13 +785,14 @@ def _merge_ready(delta: ChatDelta, queue: asyncio.Queue[Any]) -> tuple[ChatDelta
     """
     if not _plain_text(delta):
         return delta, None
-    parts = [delta.content]
+    parts, held = [delta.content], None
     while not queue.empty():
         item = queue.get_nowait()
         if not _plain_text(item):
-            return ChatDelta(content="".join(parts)), item
+            held = item
+            break
         parts.append(item.content)
-    return (delta if len(parts) == 1 else ChatDelta(content="".join(parts))), None
+    return (delta if len(parts) == 1 else ChatDelta(content="".join(parts))), held
 
 
 def _plain_text(item: Any) -> bool:

@@ -38,7 +38,6 @@ import random
 import ssl
 import time
 import uuid
-import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -57,6 +56,7 @@ from engine.llm.base import (
     UnavailableError,
     default_abilities,
 )
+from engine.loops import PerLoop
 from engine.messages import ChatMessage, ToolCall, Usage
 
 __all__ = [
@@ -530,8 +530,8 @@ def _ssl_context() -> ssl.SSLContext:
 # Every streaming run holds a connection for its whole answer: no cap on open connections
 # (a worker's --concurrency bounds them); keep some idle ones for the next runs.
 POOL_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=64)
-_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncHTTPTransport] = (
-    weakref.WeakKeyDictionary()
+_pools: PerLoop[httpx.AsyncHTTPTransport] = PerLoop(
+    lambda: httpx.AsyncHTTPTransport(verify=_ssl_context(), limits=POOL_LIMITS)
 )
 
 
@@ -543,12 +543,7 @@ class _SharedPool(httpx.AsyncBaseTransport):
     """
 
     def __init__(self) -> None:
-        loop = asyncio.get_running_loop()
-        pool = _pools.get(loop)
-        if pool is None:
-            pool = httpx.AsyncHTTPTransport(verify=_ssl_context(), limits=POOL_LIMITS)
-            _pools[loop] = pool
-        self._pool = pool
+        self._pool = _pools.get()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         return await self._pool.handle_async_request(request)

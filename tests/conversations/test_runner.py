@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
 import pytest
 from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
 from django.test import override_settings
 
 from conversations import services
 from conversations.models import Message, Run, RunEvent
+from conversations.publisher import conversation_group
 from conversations.runner import execute_run
 from engine import Tool
 from tools.registry import register, spec_for_tool
@@ -197,15 +200,19 @@ async def test_model_disabled_after_pick_is_refused_at_run_start(user, chat_mode
     assert "Pick another model" in run.error
 
 
-async def test_done_frame_already_carries_the_answer_pin(user, chat_model, llm_server, no_launch):
-    from channels.layers import get_channel_layer
-
+async def posted_run_with_listener(user, llm_server):
+    """A queued run answering "Final answer.", and a channel in its conversation's group."""
     llm_server.push("Done.", "Final answer.")
     conversation = await sync_to_async(services.conversation_create)(owner=user)
     _, run, _ = await sync_to_async(post)(conversation, user, "hi")
     layer = get_channel_layer()
     channel = await layer.new_channel()
-    await layer.group_add(f"conversation.{conversation.pk}", channel)
+    await layer.group_add(conversation_group(conversation.pk), channel)
+    return conversation, run, layer, channel
+
+
+async def test_done_frame_already_carries_the_answer_pin(user, chat_model, llm_server, no_launch):
+    _, run, layer, channel = await posted_run_with_listener(user, llm_server)
 
     assert await execute_run(run.pk) == "succeeded"
 
@@ -221,16 +228,7 @@ async def test_done_frame_already_carries_the_answer_pin(user, chat_model, llm_s
 
 async def test_run_is_closed_before_its_done_frame(user, chat_model, llm_server, no_launch):
     """A message sent by someone who has seen "done" must start a new run, not join it."""
-    import asyncio
-
-    from channels.layers import get_channel_layer
-
-    llm_server.push("Done.", "Final answer.")
-    conversation = await sync_to_async(services.conversation_create)(owner=user)
-    _, run, _ = await sync_to_async(post)(conversation, user, "hi")
-    layer = get_channel_layer()
-    channel = await layer.new_channel()
-    await layer.group_add(f"conversation.{conversation.pk}", channel)
+    conversation, run, layer, channel = await posted_run_with_listener(user, llm_server)
 
     running = asyncio.ensure_future(execute_run(run.pk))
     while (await layer.receive(channel))["channel"] != "done":

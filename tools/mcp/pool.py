@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from mcp import Client
 
-from agentsite.loops import PerLoop
+from engine.loops import PerLoop
 from tools.mcp.client import MCPConnection, MCPConnectionError, MCPEndpoint, mcp_connect
 
 __all__ = ["IDLE_TIMEOUT", "MCPSessionPool", "mcp_sessions_close", "session_pool"]

@@ -13,8 +13,8 @@ T = TypeVar("T")
 class PerLoop(Generic[T]):
     """``get()`` returns the running loop's instance, made by ``factory`` on first use.
 
-    Embedded mode has one loop per process, a Celery worker one run loop, tests a loop each;
-    a closed loop's instance goes with the loop (weak keys).
+    An ASGI server has one loop, a Celery worker one run loop, tests a loop each; a closed
+    loop's instance goes with the loop (weak keys).
     """
 
     def __init__(self, factory: Callable[[], T]) -> None:
