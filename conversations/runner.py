@@ -21,6 +21,7 @@ from conversations import compaction
 from conversations.asyncdb import db
 from conversations.models import Conversation, Message, Run
 from conversations.publisher import RunPublisher
+from conversations.services import run_start_followup
 from conversations.watcher import poller
 from engine import CancelledRun, CancelToken, InterruptQueue, LLMError, ReActAgent
 from engine.agent import AgentResult
@@ -86,20 +87,28 @@ def _claim(run_id: int) -> RunSetup | None:
 
 
 def _build_agent_parts(setup: RunSetup):
+    from agentsite.configcache import current_token, run_config
     from agentsite.errors import ApplicationError
     from llms.selectors import default_model_for_user, model_get_for_user
     from llms.services import build_llm
     from tools.registry import ToolContext
-    from tools.services import tools_for_user
+    from tools.services import tool_rows_for_user, tools_for_user
 
+    user = setup.user
+    token = current_token()  # the model and tool rows are cached while it is unchanged
     if setup.model is not None:
         # Re-checked at run start: an admin may have disabled it or changed its groups.
+        model_id = setup.model.pk
         try:
-            model = model_get_for_user(user=setup.user, model_id=setup.model.pk)
+            model = run_config.get(
+                ("model", user.pk, model_id),
+                token,
+                lambda: model_get_for_user(user=user, model_id=model_id),
+            )
         except ApplicationError as exc:
             raise LLMSetupError(f"{exc.message} Pick another model for this conversation.") from exc
     else:
-        model = default_model_for_user(user=setup.user)
+        model = default_model_for_user(user=user)
     if model is None:
         raise LLMSetupError(
             "No language model is configured. An administrator can add one in the admin "
@@ -107,9 +116,10 @@ def _build_agent_parts(setup: RunSetup):
         )
     llm = build_llm(model=model)
     context = ToolContext(
-        user_id=setup.user.pk, conversation_id=setup.conversation.pk, run_id=setup.run.pk
+        user_id=user.pk, conversation_id=setup.conversation.pk, run_id=setup.run.pk
     )
-    registry = tools_for_user(user=setup.user, context=context)
+    rows = run_config.get(("tools", user.pk), token, lambda: tool_rows_for_user(user=user))
+    registry = tools_for_user(user=user, context=context, rows=rows)
     return model, llm, registry
 
 
@@ -152,7 +162,7 @@ async def execute_run(run_id: int, *, token: CancelToken | None = None) -> str |
             # "done" starts a new run instead of joining this one.
             elapsed = time.perf_counter() - started
             message = await db(_save_answer_and_finish)(
-                run_id, event.answer, event.usage, result, elapsed
+                setup, event.answer, event.usage, result, elapsed
             )
             publisher.view.assistant_message = message
             finished = True
@@ -203,8 +213,8 @@ async def execute_run(run_id: int, *, token: CancelToken | None = None) -> str |
         await publisher.publish("error", ErrorEvent("Stopped.", "cancelled").to_dict())
     await publisher.close()
     if not finished:
-        await db(_finish)(run_id, status, error, result, elapsed)
-    await db(_start_followup)(run_id)
+        await db(_finish)(setup, status, error, result, elapsed)
+    await db(run_start_followup)(run=setup.run)
     logger.info(
         "run %s finished: %s in %.2fs, %d frames, %d log writes",
         run_id, status, elapsed, publisher.frames_sent, publisher.db_writes,
@@ -216,25 +226,20 @@ def _readable(error: str) -> str:
     return error or "The run failed."
 
 
-def _save_answer(run_id: int, answer: str, usage: dict) -> Message:
+def _save_answer_and_finish(
+    setup: RunSetup, answer: str, usage: dict, result: AgentResult, elapsed: float
+) -> Message:
     from conversations.services import message_create
 
-    run = Run.objects.select_related("conversation").get(pk=run_id)
-    return message_create(
-        conversation=run.conversation,
-        role=Message.Role.ASSISTANT,
-        content=answer,
-        run=run,
-        usage=usage,
-    )
-
-
-def _save_answer_and_finish(
-    run_id: int, answer: str, usage: dict, result: AgentResult, elapsed: float
-) -> Message:
     with transaction.atomic():
-        message = _save_answer(run_id, answer, usage)
-        _finish(run_id, result.status, result.error or "", result, elapsed)
+        message = message_create(
+            conversation=setup.conversation,
+            role=Message.Role.ASSISTANT,
+            content=answer,
+            run=setup.run,
+            usage=usage,
+        )
+        _finish(setup, result.status, result.error or "", result, elapsed)
     return message
 
 
@@ -251,28 +256,23 @@ def _fail_unstarted(run_id: int) -> None:
 
 
 def _finish(
-    run_id: int,
+    setup: RunSetup,
     status: str,
     error: str,
     result: AgentResult | None,
     elapsed: float,
 ) -> None:
-    run = Run.objects.select_related("conversation__owner", "conversation__model").get(pk=run_id)
     usage = result.usage.to_dict() if result is not None else {}
-    run.status = status
-    run.error = error if status != Run.Status.SUCCEEDED else ""
-    run.iterations = result.iterations if result is not None else 0
-    run.usage = usage
-    run.elapsed = elapsed
-    run.finished_at = timezone.now()
-    run.save(update_fields=["status", "error", "iterations", "usage", "elapsed", "finished_at"])
+    Run.objects.filter(pk=setup.run.pk).update(
+        status=status,
+        error=error if status != Run.Status.SUCCEEDED else "",
+        iterations=result.iterations if result is not None else 0,
+        usage=usage,
+        elapsed=elapsed,
+        finished_at=timezone.now(),
+    )
     if usage:
         from llms.services import usage_record
 
-        usage_record(user=run.conversation.owner, model=run.conversation.model, usage=usage)
-
-
-def _start_followup(run_id: int) -> None:
-    from conversations.services import run_start_followup
-
-    run_start_followup(run=Run.objects.get(pk=run_id))
+        # The model the run was built with (the conversation may have switched since).
+        usage_record(user=setup.user, model=setup.model, usage=usage)

@@ -55,14 +55,16 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
 
 @pytest.fixture(autouse=True)
 def _fresh_cache():
-    """Rate-limit counters (cache) and event tails (memory) must not leak: ids repeat."""
+    """Rate-limit counters (cache), event tails and cached run configuration (memory) must
+    not leak between tests: ids repeat."""
+    from agentsite.configcache import run_config
     from conversations import eventlog
 
-    cache.clear()
-    eventlog.tail_reset()
+    for reset in (cache.clear, eventlog.tail_reset, run_config.clear):
+        reset()
     yield
-    cache.clear()
-    eventlog.tail_reset()
+    for reset in (cache.clear, eventlog.tail_reset, run_config.clear):
+        reset()
 
 
 PROVIDER_KEY = "sk-provider-secret-key-do-not-leak-1234"

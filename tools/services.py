@@ -31,7 +31,9 @@ from tools.selectors import toolconfigs_for_user
 
 __all__ = [
     "CONFIRMATION_REQUIRED_MESSAGE",
+    "ToolRows",
     "guard_confirmation",
+    "tool_rows_for_user",
     "toolconfig_sync",
     "toolconfig_update",
     "tools_available_for_user",
@@ -138,17 +140,39 @@ def _configured(tool: Tool, row: ToolConfig, *, single: bool, context: ToolConte
     return tool
 
 
-def tools_for_user(*, user: Any, context: ToolContext) -> ToolRegistry:
+@dataclasses.dataclass(frozen=True)
+class ToolRows:
+    """The configuration rows a user's runs are built from (cacheable: no run context)."""
+
+    tool_configs: tuple[ToolConfig, ...]
+    mcp_servers: tuple[Any, ...]
+
+
+def tool_rows_for_user(*, user: Any) -> ToolRows:
+    """Load the enabled tool configurations and MCP servers ``user`` may use (sync ORM)."""
+    from tools.mcp.services import mcp_servers_for_user
+
+    toolconfig_sync()
+    return ToolRows(
+        tool_configs=tuple(toolconfigs_for_user(user=user)),
+        mcp_servers=tuple(mcp_servers_for_user(user=user)),
+    )
+
+
+def tools_for_user(
+    *, user: Any, context: ToolContext, rows: ToolRows | None = None
+) -> ToolRegistry:
     """The engine registry for one run: registered ∩ enabled ∩ allowed for ``user``.
 
-    A tool whose configuration is invalid, or whose build fails, is left out (and
-    logged) rather than failing the run. Synchronous (ORM): wrap in ``sync_to_async``.
+    ``rows`` (from :func:`tool_rows_for_user`, possibly cached) saves the queries. A tool
+    whose configuration is invalid, or whose build fails, is left out (and logged) rather
+    than failing the run. Synchronous (ORM): wrap in ``sync_to_async``.
     """
-    toolconfig_sync()
-    rows = {row.name: row for row in toolconfigs_for_user(user=user)}
+    rows = rows if rows is not None else tool_rows_for_user(user=user)
+    by_name = {row.name: row for row in rows.tool_configs}
     registry = ToolRegistry()
     for spec in all_specs():
-        row = rows.get(spec.name)
+        row = by_name.get(spec.name)
         if row is None:
             continue
         config = row.effective_config()
@@ -168,15 +192,15 @@ def tools_for_user(*, user: Any, context: ToolContext) -> ToolRegistry:
                 logger.warning("tool %s skipped: the name is already taken", tool.name)
                 continue
             registry.register(tool)
-    _add_mcp_tools(registry, user=user, context=context)
+    _add_mcp_tools(registry, servers=rows.mcp_servers, context=context)
     return registry
 
 
-def _add_mcp_tools(registry: ToolRegistry, *, user: Any, context: ToolContext) -> None:
+def _add_mcp_tools(registry: ToolRegistry, *, servers: Any, context: ToolContext) -> None:
     """Tools of the MCP servers this user may use, as ``<server>__<tool>``."""
-    from tools.mcp.services import mcp_tools_for_user
+    from tools.mcp.services import mcp_tools_for_servers
 
-    for tool in mcp_tools_for_user(user=user, context=context):
+    for tool in mcp_tools_for_servers(servers, context=context):
         if tool.name in registry:
             logger.warning("MCP tool %s skipped: the name is already taken", tool.name)
             continue

@@ -11,14 +11,17 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import jsonschema
 from asgiref.sync import async_to_sync, sync_to_async
+from django.db import transaction
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 import engine
+from agentsite import configcache
 from tools.artifacts import persist_artifacts
 from tools.mcp.client import (
     MCPConnectionError,
@@ -155,13 +158,20 @@ def mcp_tools_for_server(server: MCPServer, context: ToolContext) -> list[engine
 
 
 def mcp_tools_for_user(*, user: Any, context: ToolContext) -> list[engine.Tool]:
-    """Every MCP tool ``user`` may use in a run (sync: call via sync_to_async from async).
+    """Every MCP tool ``user`` may use in a run (sync: call via sync_to_async from async)."""
+    return mcp_tools_for_servers(mcp_servers_for_user(user=user), context=context)
+
+
+def mcp_tools_for_servers(
+    servers: Iterable[MCPServer], *, context: ToolContext
+) -> list[engine.Tool]:
+    """The tools of ``servers`` for one run, from their cached tool lists.
 
     Servers never listed yet (no cache) are skipped; the admin's save and "Check
     connection / refresh tools" action fill the cache.
     """
     tools: list[engine.Tool] = []
-    for server in mcp_servers_for_user(user=user):
+    for server in servers:
         if server.tools_cache is None:
             logger.info("MCP server %s has no cached tool list yet; skipped", server.name)
             continue
@@ -179,7 +189,9 @@ def _record_health(server_id: int, *, error: str, tools: list[MCPToolInfo] | Non
     if tools is not None:
         fields["tools_cache"] = [t.to_dict() for t in tools]
         fields["tools_refreshed_at"] = now
-    MCPServer.objects.filter(pk=server_id).update(**fields)
+    with transaction.atomic():
+        MCPServer.objects.filter(pk=server_id).update(**fields)
+        configcache.bump()  # runs build their MCP tools from tools_cache
 
 
 def mcp_server_refresh(server: MCPServer) -> MCPServer:
