@@ -58,7 +58,12 @@ def history_load(*, run: Run) -> StoredHistory:
         if m.role in (Message.Role.USER, Message.Role.ASSISTANT) and m.content:
             seqs.append(m.seq)
             messages.append(ChatMessage(role=m.role, content=m.content, pinned=m.pinned))
-    summary = CompactionSummary.objects.filter(conversation_id=run.conversation_id).first()
+    # The latest summary; explicit order: the model's default joins the conversation.
+    summary = (
+        CompactionSummary.objects.filter(conversation_id=run.conversation_id)
+        .order_by("-covers_up_to_seq", "-id")
+        .first()
+    )
     return StoredHistory(seqs, messages, summary)
 
 

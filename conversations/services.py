@@ -12,8 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F
+from django.db import connection, transaction
 from django.utils import timezone
 
 from agentsite.errors import ApplicationError
@@ -77,11 +76,24 @@ def conversation_set_model(
 
 
 def _next_message_seq(conversation_id: int) -> int:
-    """Allocate the next per-conversation message number under a row lock."""
-    Conversation.objects.filter(pk=conversation_id).update(
-        last_message_seq=F("last_message_seq") + 1, updated_at=timezone.now()
-    )
-    return Conversation.objects.values_list("last_message_seq", flat=True).get(pk=conversation_id)
+    """Allocate the next per-conversation message number; locks the conversation's row
+    until the transaction ends (PostgreSQL; SQLite's write transaction locks the file).
+
+    One ``UPDATE ... RETURNING`` (PostgreSQL, SQLite 3.35+): the ORM's update cannot
+    return the new value, and a second query for it ran on every message.
+    """
+    meta = Conversation._meta
+    updated_at = meta.get_field("updated_at").get_db_prep_value(timezone.now(), connection)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {meta.db_table} SET last_message_seq = last_message_seq + 1, "
+            "updated_at = %s WHERE id = %s RETURNING last_message_seq",
+            [updated_at, conversation_id],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise Conversation.DoesNotExist(f"conversation {conversation_id} does not exist")
+    return row[0]
 
 
 def message_create(
@@ -97,17 +109,43 @@ def message_create(
 ) -> Message:
     with transaction.atomic():
         seq = _next_message_seq(conversation.pk)
-        return Message.objects.create(
+        return _message_insert(
             conversation=conversation,
             seq=seq,
             role=role,
-            kind=kind,
             content=content,
+            kind=kind,
             run=run,
             pinned=pinned,
             reasoning=reasoning,
-            usage=usage or {},
+            usage=usage,
         )
+
+
+def _message_insert(
+    *,
+    conversation: Conversation,
+    seq: int,
+    role: str,
+    content: str,
+    kind: str = Message.Kind.CHAT,
+    run: Run | None = None,
+    pinned: bool = False,
+    reasoning: str = "",
+    usage: dict[str, Any] | None = None,
+) -> Message:
+    """The row of a message whose number ``_next_message_seq`` allocated."""
+    return Message.objects.create(
+        conversation=conversation,
+        seq=seq,
+        role=role,
+        kind=kind,
+        content=content,
+        run=run,
+        pinned=pinned,
+        reasoning=reasoning,
+        usage=usage or {},
+    )
 
 
 def active_run(*, conversation: Conversation) -> Run | None:
@@ -129,15 +167,18 @@ def message_post(*, conversation: Conversation, user, content: str) -> tuple[Mes
             code="too_large",
             extra={"content": [f"At most {limit} characters."]},
         )
-    if conversation.runs.filter(status__in=Run.ACTIVE_STATUSES).exists():
+    current = active_run(conversation=conversation)
+    if current is not None and _is_stale(current):
         run_sweep_stale(conversation=conversation)  # a dead run must not take the message
     with transaction.atomic():
-        # Lock the conversation so two posts cannot both start a run.
-        Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
+        # Allocating the message number locks the conversation first, so two posts
+        # cannot both start a run: the second sees the first one's run.
+        seq = _next_message_seq(conversation.pk)
         current = active_run(conversation=conversation)
         if current is not None:
-            message = message_create(
+            message = _message_insert(
                 conversation=conversation,
+                seq=seq,
                 role=Message.Role.USER,
                 content=content,
                 kind=Message.Kind.INJECT,
@@ -146,8 +187,8 @@ def message_post(*, conversation: Conversation, user, content: str) -> tuple[Mes
             )
             transaction.on_commit(lambda: notify_run_changed(current.pk))
             return message, current, True
-        message = message_create(
-            conversation=conversation, role=Message.Role.USER, content=content, pinned=False
+        message = _message_insert(
+            conversation=conversation, seq=seq, role=Message.Role.USER, content=content
         )
         if not conversation.title:
             conversation.title = _title_from(content)
@@ -191,15 +232,18 @@ def _launch(run_id: int) -> None:
 
 def run_start_followup(*, run: Run) -> Run | None:
     """Turn follow-ups that arrived too late for ``run`` into the input of a new run."""
+    undelivered = Message.objects.filter(
+        run_id=run.pk, kind=Message.Kind.INJECT, delivered_at__isnull=True
+    )
+    if not undelivered.exists():  # the usual case: no write transaction needed
+        return None
     with transaction.atomic():
-        pending = list(
-            Message.objects.filter(run=run, kind=Message.Kind.INJECT, delivered_at__isnull=True)
-            .select_for_update()
-            .order_by("seq")
-        )
+        pending = list(undelivered.select_for_update().order_by("seq"))
         if not pending:
             return None
-        followup = Run.objects.create(conversation=run.conversation, trigger_message=pending[-1])
+        followup = Run.objects.create(
+            conversation_id=run.conversation_id, trigger_message=pending[-1]
+        )
         # They become ordinary messages of the conversation, the last one the new query.
         Message.objects.filter(pk__in=[m.pk for m in pending]).update(
             run=followup, kind=Message.Kind.CHAT
@@ -232,6 +276,19 @@ def message_set_pinned(*, message: Message, pinned: bool) -> Message:
     return message
 
 
+def _stale_cutoffs(now) -> tuple[Any, Any]:
+    """(heartbeat, creation) times before which a running / queued run counts as dead."""
+    return now - STALE_HEARTBEAT, now - QUEUED_TOO_LONG[settings.AGENTSITE_EXECUTION]
+
+
+def _is_stale(run: Run) -> bool:
+    """Whether :func:`run_sweep_stale` may have something to do with this active run."""
+    heartbeat_cutoff, queued_cutoff = _stale_cutoffs(timezone.now())
+    if run.status == Run.Status.RUNNING:
+        return run.heartbeat_at is None or run.heartbeat_at < heartbeat_cutoff
+    return run.created_at < queued_cutoff
+
+
 def run_sweep_stale(*, conversation: Conversation | None = None) -> int:
     """Mark runs whose worker stopped heart-beating as failed ("interrupted").
 
@@ -241,11 +298,9 @@ def run_sweep_stale(*, conversation: Conversation | None = None) -> int:
     from conversations.publisher import publish_interrupted
 
     now = timezone.now()
-    cutoff = now - STALE_HEARTBEAT
-    qs = Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=cutoff)
-    never_started = Run.objects.filter(
-        status=Run.Status.QUEUED, created_at__lt=now - QUEUED_TOO_LONG[settings.AGENTSITE_EXECUTION]
-    )
+    heartbeat_cutoff, queued_cutoff = _stale_cutoffs(now)
+    qs = Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=heartbeat_cutoff)
+    never_started = Run.objects.filter(status=Run.Status.QUEUED, created_at__lt=queued_cutoff)
     if conversation is not None:
         qs = qs.filter(conversation=conversation)
         never_started = never_started.filter(conversation=conversation)

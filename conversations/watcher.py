@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import close_old_connections, transaction
+from django.db import close_old_connections
 from django.utils import timezone
 
 from conversations.models import Message, Run
@@ -132,18 +132,17 @@ class RunPoller:
             "pk", flat=True
         ):
             watched[run_id].token.cancel()
-        with transaction.atomic():
-            pending = list(
-                Message.objects.filter(
-                    run_id__in=ids, kind=Message.Kind.INJECT, delivered_at__isnull=True
-                )
-                .order_by("seq")
-                .values_list("pk", "run_id", "content")
+        # No transaction: only this poller delivers these runs' follow-ups, and on SQLite
+        # an empty check would otherwise take the write lock on every tick.
+        pending = list(
+            Message.objects.filter(
+                run_id__in=ids, kind=Message.Kind.INJECT, delivered_at__isnull=True
             )
-            if pending:
-                Message.objects.filter(pk__in=[pk for pk, _r, _c in pending]).update(
-                    delivered_at=now
-                )
+            .order_by("seq")
+            .values_list("pk", "run_id", "content")
+        )
+        if pending:
+            Message.objects.filter(pk__in=[pk for pk, _r, _c in pending]).update(delivered_at=now)
         for message_id, run_id, content in pending:
             entry = watched[run_id]
             entry.loop.call_soon_threadsafe(entry.deliver, message_id, content)

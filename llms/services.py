@@ -281,7 +281,7 @@ def usage_record(
     model: LLMModel | None,
     usage: Usage | Mapping[str, Any] | None,
     runs: int = 1,
-) -> UsageRecord:
+) -> None:
     """Add tokens (and runs) to today's row of ``user`` x ``model``; safe under concurrency.
 
     An ``UPDATE ... SET total = total + n`` first; the row is created on the first use of
@@ -301,7 +301,7 @@ def usage_record(
         if not rows.update(**increments):
             try:
                 with transaction.atomic():
-                    return UsageRecord.objects.create(
+                    UsageRecord.objects.create(
                         user=user,
                         model=model,
                         day=day,
@@ -312,7 +312,6 @@ def usage_record(
                     )
             except IntegrityError:
                 rows.update(**increments)
-    return rows.get()
 
 
 def quota_check(*, user: Any) -> None:
