@@ -14,7 +14,8 @@ receive, so the added latency per token is ``receipt - emission``. Printed per m
 - server CPU per run and per frame (utime + stime of daphne and the worker from /proc).
 
     .venv/bin/python benchmarks/stream_latency.py [--tokens 300] [--rate 20]
-        [--concurrency 50,100,200] [--modes embedded,team] [--py-spy DIR]
+        [--concurrency 50,100,200] [--modes embedded,team]
+        [--profile-dir DIR [--profile top|stream|first-token] [--profiler CMD]]
 
 Everything runs on this machine (2 cores here): the servers, Redis, PostgreSQL, the
 scripted LLM and all websocket clients share the CPUs, as in the reference measurements.
@@ -67,6 +68,10 @@ TARGETS = {
     "p99_200": 100.0,  # ms, 200 concurrent runs
     "writes_per_s": 2.5,  # DB writes per second of answer ("about 2 a second")
 }
+
+
+PY_SPY = f"{Path(sys.executable).with_name('py-spy')} record --gil --format raw --rate 200"
+DEFAULT_PROFILER = PY_SPY + " --pid {pid} --output {out}"
 
 
 # ------------------------------------------------------------------------- measuring
@@ -205,6 +210,7 @@ async def scenario(
     tokens: int,
     rate: float,
     profile_dir: Path | None = None,
+    profiler: str = DEFAULT_PROFILER,
 ) -> Result:
     """Open ``runs`` conversations with a socket each, post to all, wait for every answer."""
     chunks = [f"w{i} " for i in range(tokens)]
@@ -234,7 +240,7 @@ async def scenario(
     executor = stack.worker if stack.mode == "team" else stack.daphne
     assert executor is not None
     servers = {k: p for k, p in stack.processes.items() if k in ("daphne", "worker", "redis")}
-    profilers = start_profilers(servers, profile_dir, label) if profile_dir else []
+    profilers = start_profilers(servers, profile_dir, label, profiler) if profile_dir else []
     load_before = os.getloadavg()[0]
     cpu_before = cpu_of(servers)
     started = time.monotonic()
@@ -341,20 +347,24 @@ def add_llm_time(traces: list[Trace], requests: list[dict[str, Any]]) -> None:
 
 
 def start_profilers(
-    servers: dict[str, Process], directory: Path, label: str
+    servers: dict[str, Process], directory: Path, label: str, template: str = DEFAULT_PROFILER
 ) -> list[subprocess.Popen[bytes]]:
-    """py-spy on daphne and the worker for the scenario (collapsed stacks, idle excluded)."""
+    """A profiler on daphne and the worker for the scenario, stopped with SIGINT at its end.
+
+    ``template`` is a command line with ``{pid}`` and ``{out}`` (default: py-spy's
+    collapsed stacks of the GIL holder, idle excluded; e.g. ``perf record -g -p {pid} -o
+    {out}`` or ``strace -c -f -p {pid} -o {out}`` work too).
+    """
     directory.mkdir(parents=True, exist_ok=True)
     profilers = []
     for name in ("daphne", "worker"):
         if name not in servers:
             continue
-        out = directory / f"{label.replace(' ', '_')}-{name}.txt"
-        command = [str(Path(sys.executable).with_name("py-spy")), "record", "--gil"]
-        command += ["--pid", str(servers[name].pid), "--format", "raw", "--rate", "200"]
+        out = directory / f"{label.replace(' ', '_').replace(':', '')}-{name}.txt"
+        command = template.format(pid=servers[name].pid, out=out).split()
         profilers.append(
             subprocess.Popen(
-                [*command, "--output", str(out)],
+                command,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
@@ -384,22 +394,36 @@ async def measure_mode(
         results.append(result)
         return result
 
+    def profiling(which: str) -> dict[str, Any]:
+        """Profiler arguments for the scenario ``which`` names, if it is the one asked for."""
+        if args.profile_dir is None or args.profile != which:
+            return {}
+        return {"profile_dir": args.profile_dir, "profiler": args.profiler}
+
+    top = max(concurrency, default=0)
     async with Browser(stack.base_url) as browser:
         await browser.login()
         # Warm-up: imports, connections, template caches.
         await scenario(stack, browser, label="warm-up", runs=2, tokens=5, rate=args.rate)
         singles = [
-            await scenario(stack, browser, label=f"ttft-{i}", runs=1, tokens=2, rate=50)
+            await scenario(
+                stack, browser, label=f"ttft-{i}", runs=1, tokens=2, rate=50,
+                **profiling("first-token"),
+            )
             for i in range(args.ttft_repeats)
-        ]
+        ]  # fmt: skip
         done(merge(singles, f"{mode}: first token, 1 conversation"))
         many = f"{mode}: first token, 20 concurrent"
         done(await scenario(stack, browser, label=many, runs=20, tokens=2, rate=50))
         one = f"{mode}: 1 run"
-        done(await scenario(stack, browser, label=one, runs=1, tokens=args.tokens, rate=args.rate))
+        done(
+            await scenario(
+                stack, browser, label=one, runs=1, tokens=args.tokens, rate=args.rate,
+                **profiling("stream"),
+            )
+        )  # fmt: skip
         for runs in concurrency:
             label = f"{mode}: {runs} concurrent"
-            profile = args.py_spy if (args.py_spy and runs == max(concurrency)) else None
             result = await scenario(
                 stack,
                 browser,
@@ -407,7 +431,7 @@ async def measure_mode(
                 runs=runs,
                 tokens=args.tokens,
                 rate=args.rate,
-                profile_dir=profile,
+                **(profiling("top") if runs == top else {}),
             )
             done(result)
     return results
@@ -559,10 +583,29 @@ def main(argv: list[str] | None = None) -> int:
         help="team mode on a private PostgreSQL cluster allowing 1000 connections (default: "
         "the usual test database, e.g. the local server with its 100 connections)",
     )
-    parser.add_argument("--py-spy", type=Path, help="profile daphne/worker at the top load here")
+    parser.add_argument(
+        "--py-spy",
+        "--profile-dir",
+        dest="profile_dir",
+        type=Path,
+        help="profile daphne and the worker during one scenario, writing here",
+    )
+    parser.add_argument(
+        "--profile",
+        choices=["top", "stream", "first-token"],
+        default="top",
+        help="which scenario to profile: the top concurrency, the 1-run stream, or the "
+        "first-token runs (their profiles are written one file per run)",
+    )
+    parser.add_argument(
+        "--profiler",
+        default=DEFAULT_PROFILER,
+        help="profiler command line with {pid} and {out} (default: py-spy, GIL holder)",
+    )
     args = parser.parse_args(argv)
-    if args.py_spy and not Path(sys.executable).with_name("py-spy").exists():
-        parser.error("--py-spy needs py-spy in the venv: .venv/bin/pip install py-spy")
+    needs_py_spy = args.profiler == DEFAULT_PROFILER
+    if args.profile_dir and needs_py_spy and not Path(PY_SPY.split()[0]).exists():
+        parser.error("profiling needs py-spy in the venv: .venv/bin/pip install py-spy")
     concurrency = [int(n) for n in args.concurrency.split(",") if n.strip()]
     if concurrency != [50, 100, 200]:
         print(f"NOTE: concurrency scaled to {concurrency} (the issue asks for 50, 100 and 200)")
