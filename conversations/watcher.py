@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import close_old_connections
 from django.utils import timezone
 
+from conversations.asyncdb import checked_connections
 from conversations.models import Message, Run
 from engine import CancelToken
 
@@ -116,11 +116,9 @@ class RunPoller:
                     self._thread = None
                     return
             try:
-                self._tick(watched)
+                checked_connections(self._tick, watched)
             except Exception:  # a DB hiccup must not stop the polling
                 logger.exception("run poller tick failed")
-            finally:
-                close_old_connections()
 
     def _tick(self, watched: dict[int, _Watched]) -> None:
         ids = list(watched)
