@@ -35,6 +35,7 @@ import functools
 import json
 import logging
 import random
+import re
 import ssl
 import time
 import uuid
@@ -552,24 +553,50 @@ class _SharedPool(httpx.AsyncBaseTransport):
         """The pool outlives this client (it goes with its event loop)."""
 
 
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+
+
+class _SSEEvents:
+    """Assembles SSE events line by line: ``data``/``error`` lines until a blank line."""
+
+    def __init__(self) -> None:
+        self.field = "data"
+        self.lines: list[str] = []
+
+    def line(self, raw: bytes) -> tuple[str, str] | None:
+        """Take one line (without its end); returns the event a blank line completes."""
+        if not raw:
+            event = (self.field, "\n".join(self.lines)) if self.lines else None
+            self.field, self.lines = "data", []
+            return event
+        name, _, value = raw.decode("utf-8", "replace").partition(":")
+        if name in ("data", "error"):  # comments (":...") and other fields are skipped
+            self.field = name
+            self.lines.append(value[1:] if value.startswith(" ") else value)
+        return None
+
+
 async def _iter_sse(response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
-    """(field, data) per SSE event; ``field`` is "data", or "error" (llama.cpp)."""
-    lines: list[str] = []
-    field = "data"
-    async for line in response.aiter_lines():
-        if not line:
-            if lines:
-                yield field, "\n".join(lines)
-            lines, field = [], "data"
-            continue
-        if line.startswith(":"):
-            continue  # comment / heartbeat
-        name, _, value = line.partition(":")
-        if name in ("data", "error"):
-            field = name
-            lines.append(value[1:] if value.startswith(" ") else value)
-    if lines:
-        yield field, "\n".join(lines)
+    """(field, data) per SSE event; ``field`` is "data", or "error" (llama.cpp).
+
+    Splits the (decoded) bytes into lines itself: ``aiter_lines`` stacks a text decoder
+    and a line decoder generator on every chunk, a large share of a token's CPU. Lines
+    end at CRLF, CR or LF; a CR at a chunk's end waits for the next chunk (it may be half
+    of a CRLF). Splitting at ASCII line ends never cuts a UTF-8 character.
+    """
+    events = _SSEEvents()
+    buffer = b""
+    async for chunk in response.aiter_bytes():
+        buffer += chunk
+        end = len(buffer) - 1 if buffer.endswith(b"\r") else len(buffer)
+        *complete, rest = _LINE_END.split(buffer[:end])
+        buffer = rest + buffer[end:]
+        for raw in complete:
+            if (event := events.line(raw)) is not None:
+                yield event
+    for raw in [*_LINE_END.split(buffer), b""]:  # the stream's end ends the last event
+        if (event := events.line(raw)) is not None:
+            yield event
 
 
 class _StreamState:
