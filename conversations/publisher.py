@@ -18,9 +18,8 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from django.db import transaction
-from django.db.models import Case, F, Value, When
-from django.db.models.functions import Greatest
+from django.db import connection, transaction
+from django.utils import timezone
 
 from conversations import eventlog
 from conversations.asyncdb import db
@@ -242,25 +241,34 @@ async def _flush_together(publishers: list[RunPublisher]) -> None:
 
 
 def _write_event_batches(batches: list[tuple[int, list[eventlog.Entry]]]) -> None:
-    """All rows in one INSERT, every conversation's high-water mark in one UPDATE."""
-    with transaction.atomic():
-        RunEvent.objects.bulk_create(
-            RunEvent(
-                conversation_id=conversation_id, run_id=run_id, seq=seq, channel=channel,
-                payload=payload,
-            )
-            for conversation_id, batch in batches
-            for seq, run_id, channel, payload in batch
-        )  # fmt: skip
-        last_seqs = {conversation_id: batch[-1][0] for conversation_id, batch in batches}
-        Conversation.objects.filter(pk__in=last_seqs).update(
-            last_event_seq=Case(
-                *(
-                    When(pk=conversation_id, then=Greatest(F("last_event_seq"), Value(seq)))
-                    for conversation_id, seq in last_seqs.items()
-                ),
-                default=F("last_event_seq"),
-            )
+    """All rows in one ``executemany``, each conversation's high-water mark raised once.
+
+    Plain SQL on purpose: this runs twice a second for every streaming process, and the
+    ORM's ``bulk_create`` (a model instance and per-field preparation per row) plus a
+    ``Case``/``Greatest`` update cost about 0.1 ms per event, more than the rest of a
+    frame's path. Values still go through the fields' own database preparation (JSON and
+    datetimes per backend).
+    """
+    meta, conversation_meta = RunEvent._meta, Conversation._meta
+    created_at = meta.get_field("created_at").get_db_prep_value(timezone.now(), connection)
+    payload_field = meta.get_field("payload")
+    rows = [
+        (run_id, conversation_id, seq, channel,
+         payload_field.get_db_prep_save(payload, connection), created_at)
+        for conversation_id, batch in batches
+        for seq, run_id, channel, payload in batch
+    ]  # fmt: skip
+    marks = [(batch[-1][0], batch[-1][0], conversation_id) for conversation_id, batch in batches]
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.executemany(
+            f"INSERT INTO {meta.db_table} (run_id, conversation_id, seq, channel, payload, "
+            "created_at) VALUES (%s, %s, %s, %s, %s, %s)",
+            rows,
+        )
+        cursor.executemany(
+            f"UPDATE {conversation_meta.db_table} SET last_event_seq = CASE "
+            "WHEN last_event_seq > %s THEN last_event_seq ELSE %s END WHERE id = %s",
+            marks,
         )
 
 
