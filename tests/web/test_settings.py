@@ -54,7 +54,7 @@ def test_defaults_without_env_are_embedded_and_safe(tmp_path):
     assert conf["debug"] is False
     assert conf["engine"] == "django.db.backends.sqlite3"
     assert conf["db_name"] == str(tmp_path / "db.sqlite3")
-    assert conf["layer"] == "channels.layers.InMemoryChannelLayer"
+    assert conf["layer"] == "agentsite.channel_layer.LocalChannelLayer"
     assert conf["broker"] == "memory://"
     assert conf["eager"] is True
     assert conf["execution"] == "embedded"
