@@ -311,9 +311,12 @@ async def scenario(
     if runs > 1 and tokens > 2 and not hi > lo:
         notes.append("streams did not all overlap")
     unsucceeded = sum(1 for log in logs.values() if log.status != "succeeded")
-    errors = len(re.findall(r"OperationalError|Traceback", executor.text()))
+    log_text = executor.text()
+    errors = re.findall(r"OperationalError|Traceback", log_text)
     if errors:
-        notes.append(f"{errors} errors in the {executor.name} log so far")
+        first = re.search(r"^\S*(?:Error|Exception)\b.*$", log_text, re.M)
+        example = f" (first: {first[0][:160]})" if first else ""
+        notes.append(f"{len(errors)} errors in the {executor.name} log so far{example}")
     return Result(
         label=label,
         mode=stack.mode,

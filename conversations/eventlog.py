@@ -26,6 +26,7 @@ from engine.loops import PerLoop
 
 Entry = tuple[int, int, str, dict[str, Any]]  # (seq, run_id, channel, payload)
 TAIL_TTL_SECONDS = 3600
+TAIL_CONNECTIONS = 32  # per event loop; an append holds one for a single round trip
 
 
 def tail_key(conversation_id: int) -> str:
@@ -68,7 +69,15 @@ class RedisTail:
 
         self._sync = redis.Redis.from_url(url)
         # One asyncio client per event loop (a client's connections belong to one loop).
-        self._clients = PerLoop(lambda: redis.asyncio.Redis.from_url(url))
+        # A blocking pool: with more runs appending at once than it has connections, an
+        # append waits for a free one instead of failing ("Too many connections" at 100).
+        self._clients = PerLoop(
+            lambda: redis.asyncio.Redis(
+                connection_pool=redis.asyncio.BlockingConnectionPool.from_url(
+                    url, max_connections=TAIL_CONNECTIONS, timeout=None
+                )
+            )
+        )
 
     def _client(self) -> Any:
         return self._clients.get()
