@@ -124,7 +124,7 @@ class Result:
 
     @property
     def server_cpu(self) -> float:
-        return sum(v for k, v in self.cpu.items() if k in ("daphne", "worker"))
+        return sum(v for k, v in self.cpu.items() if k == "daphne" or k.startswith("worker"))
 
 
 def pct(values: list[float], q: float) -> float:
@@ -156,12 +156,14 @@ async def read_frames(ws: Any, trace: Trace) -> None:
             trace.finished.set()
 
 
-def run_logs(process: Process, run_ids: set[int]) -> dict[int, RunLog]:
+def run_logs(processes: list[Process], run_ids: set[int]) -> dict[int, RunLog]:
+    """The runner's "run N finished" lines of ``run_ids``, from whichever process ran each."""
     found = {}
-    for match in RUN_LOG.finditer(process.text()):
-        run_id = int(match[1])
-        if run_id in run_ids:
-            found[run_id] = RunLog(match[2], float(match[3]), int(match[4]), int(match[5]))
+    for process in processes:
+        for match in RUN_LOG.finditer(process.text()):
+            run_id = int(match[1])
+            if run_id in run_ids:
+                found[run_id] = RunLog(match[2], float(match[3]), int(match[4]), int(match[5]))
     return found
 
 
@@ -237,9 +239,12 @@ async def scenario(
     readers = [
         asyncio.ensure_future(read_frames(ws, t)) for ws, t in zip(sockets, traces, strict=True)
     ]
-    executor = stack.worker if stack.mode == "team" else stack.daphne
-    assert executor is not None
-    servers = {k: p for k, p in stack.processes.items() if k in ("daphne", "worker", "redis")}
+    executors = stack.workers if stack.mode == "team" else [stack.daphne]
+    servers = {
+        k: p
+        for k, p in stack.processes.items()
+        if k in ("daphne", "redis") or k.startswith("worker")
+    }
     profilers = start_profilers(servers, profile_dir, label, profiler) if profile_dir else []
     load_before = os.getloadavg()[0]
     cpu_before = cpu_of(servers)
@@ -274,7 +279,7 @@ async def scenario(
             run_ids = {t.run_id for t in traces if t.run_id}
             with contextlib.suppress(TimeoutError):
                 await async_wait_for(
-                    lambda: len(logs.update(run_logs(executor, run_ids)) or logs) == len(run_ids),
+                    lambda: len(logs.update(run_logs(executors, run_ids)) or logs) == len(run_ids),
                     timeout=30 if not pending else 5,
                     what="the runner's log lines",
                     interval=0.2,
@@ -311,12 +316,13 @@ async def scenario(
     if runs > 1 and tokens > 2 and not hi > lo:
         notes.append("streams did not all overlap")
     unsucceeded = sum(1 for log in logs.values() if log.status != "succeeded")
-    log_text = executor.text()
-    errors = re.findall(r"OperationalError|Traceback", log_text)
-    if errors:
-        first = re.search(r"^\S*(?:Error|Exception)\b.*$", log_text, re.M)
-        example = f" (first: {first[0][:160]})" if first else ""
-        notes.append(f"{len(errors)} errors in the {executor.name} log so far{example}")
+    for executor in executors:
+        log_text = executor.text()
+        errors = re.findall(r"OperationalError|Traceback", log_text)
+        if errors:
+            first = re.search(r"^\S*(?:Error|Exception)\b.*$", log_text, re.M)
+            example = f" (first: {first[0][:160]})" if first else ""
+            notes.append(f"{len(errors)} errors in the {executor.name} log so far{example}")
     return Result(
         label=label,
         mode=stack.mode,
@@ -360,8 +366,8 @@ def start_profilers(
     """
     directory.mkdir(parents=True, exist_ok=True)
     profilers = []
-    for name in ("daphne", "worker"):
-        if name not in servers:
+    for name in servers:
+        if name == "redis":
             continue
         out = directory / f"{label.replace(' ', '_').replace(':', '')}-{name}.txt"
         command = template.format(pid=servers[name].pid, out=out).split()
@@ -578,6 +584,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=300, help="tokens per streamed answer")
     parser.add_argument("--rate", type=float, default=20.0, help="tokens per second per run")
     parser.add_argument("--concurrency", default="50,100,200", help="team-mode concurrent runs")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="Celery worker processes in team mode (a thread-pool worker uses one core)",
+    )
     parser.add_argument("--modes", default="embedded,team")
     parser.add_argument("--ttft-repeats", type=int, default=5)
     parser.add_argument(
@@ -619,12 +631,14 @@ def main(argv: list[str] | None = None) -> int:
     results: list[Result] = []
     for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
         started = time.monotonic()
-        print(f"starting the {mode}-mode stack ...", flush=True)
+        workers = f" with {args.workers} worker processes" if mode == "team" else ""
+        print(f"starting the {mode}-mode stack{workers} ...", flush=True)
         worker_threads = max([8, *concurrency]) + 10
         with running_stack(
             mode=mode,
             concurrency=worker_threads,
             private_postgres=args.private_postgres,
+            workers=args.workers,
             extra_env=PRODUCTION_ENV,
         ) as stack:
             origin = stack.database.origin if stack.database else "SQLite"

@@ -422,6 +422,11 @@ class Stack:
     def worker(self) -> Process | None:
         return self.processes.get("worker")
 
+    @property
+    def workers(self) -> list[Process]:
+        """Every Celery worker process (team mode), the first one first."""
+        return [p for name, p in self.processes.items() if name.startswith("worker")]
+
     def logs(self, lines: int = 40) -> str:
         return "\n".join(p.tail(lines) for p in self.processes.values())
 
@@ -496,6 +501,7 @@ def running_stack(
     stamp: bool = False,
     extra_env: dict[str, str] | None = None,
     private_postgres: bool = False,
+    workers: int = 1,
 ) -> Iterator[Stack]:
     """Start every process of ``mode`` (team or embedded); tear all of it down on exit.
 
@@ -543,9 +549,10 @@ def running_stack(
             ]
             worker_args += ["--pool", "threads", "--concurrency", str(concurrency)]
             worker_args += ["--without-gossip", "--without-mingle", "--without-heartbeat"]
-            worker_args += ["-n", f"it{llm_port}@%h"]
-            worker = spawn("worker", worker_args, env=env, log_dir=work)
-            processes["worker"] = app_processes["worker"] = worker
+            for number in range(1, workers + 1):  # one process per core scales a host out
+                name = "worker" if number == 1 else f"worker{number}"
+                args = [*worker_args, "-n", f"it{llm_port}-{number}@%h"]
+                processes[name] = app_processes[name] = spawn(name, args, env=env, log_dir=work)
         daphne_args = [PYTHON, "-m", "daphne", "-b", LOOPBACK, "-p", str(port)]
         daphne_args.append("agentsite.asgi:application")
         daphne = spawn("daphne", daphne_args, env=env, log_dir=work)
@@ -573,7 +580,7 @@ def running_stack(
                 return False
             if not _http_ok(f"{llm_base}/health"):
                 return False
-            return mode != "team" or " ready." in processes["worker"].text()
+            return mode != "team" or all(" ready." in w.text() for w in stack.workers)
 
         wait_for(
             up,
