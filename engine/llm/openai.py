@@ -57,6 +57,7 @@ from engine.llm.base import (
     UnavailableError,
     default_abilities,
 )
+from engine.llm.netbackend import AsyncioHTTPTransport
 from engine.loops import PerLoop
 from engine.messages import ChatMessage, ToolCall, Usage
 
@@ -532,7 +533,7 @@ def _ssl_context() -> ssl.SSLContext:
 # (a worker's --concurrency bounds them); keep some idle ones for the next runs.
 POOL_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=64)
 _pools: PerLoop[httpx.AsyncHTTPTransport] = PerLoop(
-    lambda: httpx.AsyncHTTPTransport(verify=_ssl_context(), limits=POOL_LIMITS)
+    lambda: AsyncioHTTPTransport(ssl_context=_ssl_context(), limits=POOL_LIMITS)
 )
 
 
