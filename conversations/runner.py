@@ -68,9 +68,8 @@ def _claim(run_id: int) -> RunSetup | None:
             status=Run.Status.CANCELLED, finished_at=now
         )
         return None
-    run = Run.objects.select_related(
-        "conversation__owner", "conversation__model__provider", "trigger_message"
-    ).get(pk=run_id)
+    # The model row comes from the configuration cache (by the conversation's model_id).
+    run = Run.objects.select_related("conversation__owner", "trigger_message").get(pk=run_id)
     conversation = run.conversation
     trigger = run.trigger_message
     query = trigger.content if trigger else ""
@@ -82,7 +81,6 @@ def _claim(run_id: int) -> RunSetup | None:
         query=query,
         history=history,
         start_seq=conversation.last_event_seq,
-        model=conversation.model,
     )
 
 
@@ -96,9 +94,9 @@ def _build_agent_parts(setup: RunSetup):
 
     user = setup.user
     token = current_token()  # the model and tool rows are cached while it is unchanged
-    if setup.model is not None:
+    model_id = setup.conversation.model_id
+    if model_id is not None:
         # Re-checked at run start: an admin may have disabled it or changed its groups.
-        model_id = setup.model.pk
         try:
             model = run_config.get(
                 ("model", user.pk, model_id),
