@@ -4,52 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import ssl
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from engine.llm.netbackend import AsyncioHTTPTransport
+from tests.tlscert import self_signed_certificate
 
 LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=8)
 
 
 def self_signed(tmp_path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
     """(server context, client context trusting it) for 127.0.0.1."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=1))
-        .not_valid_after(now + dt.timedelta(hours=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.IPAddress(__import__("ipaddress").ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .sign(key, hashes.SHA256())
-    )
+    cert_pem, key_pem = self_signed_certificate("127.0.0.1")
     cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
+    cert_file.write_bytes(cert_pem)
+    key_file.write_bytes(key_pem)
     server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server.load_cert_chain(cert_file, key_file)
     client = ssl.create_default_context(cafile=str(cert_file))

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import datetime
 import ipaddress
 import ssl
 import threading
 from http.server import ThreadingHTTPServer
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
+from tests.tlscert import self_signed_certificate
 from tests.tools.conftest import _handler
 from tools.builtin.web_fetch import web_fetch
 from tools.netguard import (
@@ -271,33 +267,9 @@ async def test_timeout_and_size_limits(web_server):
 # --- TLS: SNI and certificate checks still work with the pinned address ------------------
 
 
-def _certificate(common_name: str) -> tuple[bytes, bytes]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(common_name)]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    return cert.public_bytes(serialization.Encoding.PEM), key_pem
-
-
 @pytest.fixture
 def tls_server(tmp_path, web_server):
-    cert_pem, key_pem = _certificate("secure.test")
+    cert_pem, key_pem = self_signed_certificate("secure.test")
     (tmp_path / "cert.pem").write_bytes(cert_pem)
     (tmp_path / "key.pem").write_bytes(key_pem)
     server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
