@@ -106,46 +106,19 @@ def message_create(
     pinned: bool = False,
     reasoning: str = "",
     usage: dict[str, Any] | None = None,
+    seq: int | None = None,
 ) -> Message:
+    """Save a message under the next number; ``seq`` is one the caller's transaction has
+    already allocated with :func:`_next_message_seq`."""
+    fields = {
+        "role": role, "kind": kind, "content": content, "run": run, "pinned": pinned,
+        "reasoning": reasoning, "usage": usage or {},
+    }  # fmt: skip
+    if seq is not None:
+        return Message.objects.create(conversation=conversation, seq=seq, **fields)
     with transaction.atomic():
         seq = _next_message_seq(conversation.pk)
-        return _message_insert(
-            conversation=conversation,
-            seq=seq,
-            role=role,
-            content=content,
-            kind=kind,
-            run=run,
-            pinned=pinned,
-            reasoning=reasoning,
-            usage=usage,
-        )
-
-
-def _message_insert(
-    *,
-    conversation: Conversation,
-    seq: int,
-    role: str,
-    content: str,
-    kind: str = Message.Kind.CHAT,
-    run: Run | None = None,
-    pinned: bool = False,
-    reasoning: str = "",
-    usage: dict[str, Any] | None = None,
-) -> Message:
-    """The row of a message whose number ``_next_message_seq`` allocated."""
-    return Message.objects.create(
-        conversation=conversation,
-        seq=seq,
-        role=role,
-        kind=kind,
-        content=content,
-        run=run,
-        pinned=pinned,
-        reasoning=reasoning,
-        usage=usage or {},
-    )
+        return Message.objects.create(conversation=conversation, seq=seq, **fields)
 
 
 def active_run(*, conversation: Conversation) -> Run | None:
@@ -176,7 +149,7 @@ def message_post(*, conversation: Conversation, user, content: str) -> tuple[Mes
         seq = _next_message_seq(conversation.pk)
         current = active_run(conversation=conversation)
         if current is not None:
-            message = _message_insert(
+            message = message_create(
                 conversation=conversation,
                 seq=seq,
                 role=Message.Role.USER,
@@ -187,7 +160,7 @@ def message_post(*, conversation: Conversation, user, content: str) -> tuple[Mes
             )
             transaction.on_commit(lambda: notify_run_changed(current.pk))
             return message, current, True
-        message = _message_insert(
+        message = message_create(
             conversation=conversation, seq=seq, role=Message.Role.USER, content=content
         )
         if not conversation.title:

@@ -102,13 +102,7 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         protocol = self._protocol
         if not protocol.buffer and not protocol.eof:
-            protocol.read_waiter = asyncio.get_running_loop().create_future()
-            try:
-                await _wait(protocol.read_waiter, timeout)
-            except TimeoutError:
-                raise httpcore.ReadTimeout("timed out reading from the server") from None
-            finally:
-                protocol.read_waiter = None
+            await self._until_woken("read_waiter", timeout, httpcore.ReadTimeout)
         if protocol.buffer:
             data = bytes(protocol.buffer[:max_bytes])
             del protocol.buffer[:max_bytes]
@@ -128,15 +122,22 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
             raise httpcore.WriteError("the connection is closed")
         self._transport.write(buffer)
         if protocol.writing_paused:
-            protocol.drain_waiter = asyncio.get_running_loop().create_future()
-            try:
-                await _wait(protocol.drain_waiter, timeout)
-            except TimeoutError:
-                raise httpcore.WriteTimeout("timed out writing to the server") from None
-            finally:
-                protocol.drain_waiter = None
+            await self._until_woken("drain_waiter", timeout, httpcore.WriteTimeout)
             if protocol.error is not None:
                 raise httpcore.WriteError(str(protocol.error))
+
+    async def _until_woken(
+        self, waiter_name: str, timeout: float | None, timeout_error: type[Exception]
+    ) -> None:
+        """Park a future as the protocol's ``waiter_name`` until it wakes it (or timeout)."""
+        waiter = asyncio.get_running_loop().create_future()
+        setattr(self._protocol, waiter_name, waiter)
+        try:
+            await _wait(waiter, timeout)
+        except TimeoutError:
+            raise timeout_error(f"timed out after {timeout} s") from None
+        finally:
+            setattr(self._protocol, waiter_name, None)
 
     async def aclose(self) -> None:
         self._transport.close()
