@@ -83,8 +83,7 @@ def message_post(request: HttpRequest, conversation_id: int) -> HttpResponse:
             view.error = {"message": run.error, "status": run.status}
         html = render_to_string(f"{PARTIALS}#user-message", {"message": message}, request)
         html += render_run_block(view, run)
-        if message.seq == 1:  # the first message just titled the conversation
-            conversation.refresh_from_db(fields=["title"])
+        if message.seq == 1:  # the first message just titled this conversation instance
             html += render_to_string(
                 f"{PARTIALS}#title-input", {"conversation": conversation, "oob": True}, request
             )

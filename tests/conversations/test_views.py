@@ -123,3 +123,15 @@ def test_model_not_allowed_is_refused(user_client, conversation, chat_model):
     assert response.status_code == 400
     conversation.refresh_from_db()
     assert conversation.model == chat_model
+
+
+def test_first_message_titles_the_conversation_in_the_same_response(user_client, user, chat_model):
+    untitled = services.conversation_create(owner=user)
+
+    response = user_client.post(f"/c/{untitled.pk}/messages/", {"content": "Plan my  trip\nnow"})
+
+    assert response.status_code == 200
+    assert 'id="conversation-title" name="title" value="Plan my trip now"' in response.text
+    assert 'hx-swap-oob="true"' in response.text
+    second = user_client.post(f"/c/{untitled.pk}/messages/", {"content": "and more"})
+    assert 'id="conversation-title"' not in second.text
