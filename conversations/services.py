@@ -116,7 +116,8 @@ def message_create(
     }  # fmt: skip
     if seq is not None:
         return Message.objects.create(conversation=conversation, seq=seq, **fields)
-    with transaction.atomic():
+    # No savepoint inside a caller's transaction: nothing here is retried on its own.
+    with transaction.atomic(savepoint=False):
         seq = _next_message_seq(conversation.pk)
         return Message.objects.create(conversation=conversation, seq=seq, **fields)
 

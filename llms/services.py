@@ -297,7 +297,7 @@ def usage_record(
         "updated_at": timezone.now(),
     }
     rows = UsageRecord.objects.filter(user=user, model=model, day=day)
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):  # the create below has its own savepoint
         if not rows.update(**increments):
             try:
                 with transaction.atomic():
