@@ -21,7 +21,7 @@ from conversations import compaction
 from conversations.asyncdb import db
 from conversations.models import Conversation, Message, Run
 from conversations.publisher import RunPublisher
-from conversations.services import run_start_followup
+from conversations.services import message_create, run_start_followup
 from conversations.watcher import poller
 from engine import CancelledRun, CancelToken, InterruptQueue, LLMError, ReActAgent
 from engine.agent import AgentResult
@@ -227,8 +227,6 @@ def _readable(error: str) -> str:
 def _save_answer_and_finish(
     setup: RunSetup, answer: str, usage: dict, result: AgentResult, elapsed: float
 ) -> Message:
-    from conversations.services import message_create
-
     with transaction.atomic():
         message = message_create(
             conversation=setup.conversation,
