@@ -62,22 +62,21 @@ def _target_loop() -> asyncio.AbstractEventLoop:
         return _fallback_loop
 
 
-def run_to_completion(run_id: int) -> str | None:
+def run_to_completion(run_id: int, task_id: str = "") -> str | None:
     """Execute a run on this process's run loop and wait for it (a Celery task's thread)."""
     from conversations.runner import execute_run
 
-    future = asyncio.run_coroutine_threadsafe(execute_run(run_id), _target_loop())
+    coroutine = execute_run(run_id, task_id=task_id)
+    future = asyncio.run_coroutine_threadsafe(coroutine, _target_loop())
     return future.result()
 
 
 def launch(run_id: int) -> None:
     """Start executing a run (called after the creating transaction committed)."""
     if settings.AGENTSITE_EXECUTION == "celery":
-        from conversations.models import Run
         from conversations.tasks import run_agent
 
-        result = run_agent.delay(run_id)
-        Run.objects.filter(pk=run_id).update(task_id=result.id or "")
+        run_agent.delay(run_id)  # the worker records its task id when it claims the run
         return
     token = CancelToken()
     with _lock:

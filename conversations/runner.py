@@ -44,10 +44,10 @@ class RunSetup:
     setup_error: str = ""  # why the agent cannot be built (shown to the user)
 
 
-def _prepare(run_id: int) -> RunSetup | None:
+def _prepare(run_id: int, task_id: str = "") -> RunSetup | None:
     """Claim the run and build its agent's parts: one ORM round trip before the first LLM
     call instead of two (each costs a thread hop and connection checks)."""
-    setup = _claim(run_id)
+    setup = _claim(run_id, task_id)
     if setup is None:
         return None
     try:
@@ -57,12 +57,19 @@ def _prepare(run_id: int) -> RunSetup | None:
     return setup
 
 
-def _claim(run_id: int) -> RunSetup | None:
-    """Mark the run running (only if still queued) and load what it needs."""
+def _claim(run_id: int, task_id: str = "") -> RunSetup | None:
+    """Mark the run running (only if still queued) and load what it needs.
+
+    ``task_id``: the Celery task executing it, recorded by this same update (the
+    launcher does not write it after enqueueing: one query less per message).
+    """
     now = timezone.now()
+    claim = {"status": Run.Status.RUNNING, "started_at": now, "heartbeat_at": now}
+    if task_id:
+        claim["task_id"] = task_id
     claimed = Run.objects.filter(
         pk=run_id, status=Run.Status.QUEUED, cancel_requested=False
-    ).update(status=Run.Status.RUNNING, started_at=now, heartbeat_at=now)
+    ).update(**claim)
     if not claimed:
         Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
             status=Run.Status.CANCELLED, finished_at=now
@@ -125,10 +132,12 @@ class LLMSetupError(Exception):
     """The run cannot start (no model, provider misconfigured)."""
 
 
-async def execute_run(run_id: int, *, token: CancelToken | None = None) -> str | None:
+async def execute_run(
+    run_id: int, *, token: CancelToken | None = None, task_id: str = ""
+) -> str | None:
     """Execute one run end to end; returns its final status (None if it never started)."""
     try:
-        setup = await db(_prepare)(run_id)
+        setup = await db(_prepare)(run_id, task_id)
     except Exception:
         logger.exception("run %s could not start", run_id)
         await db(_fail_unstarted)(run_id)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from celery import shared_task
 
 
-@shared_task(name="conversations.run_agent", ignore_result=True, acks_late=False)
-def run_agent(run_id: int) -> str | None:
+@shared_task(name="conversations.run_agent", ignore_result=True, acks_late=False, bind=True)
+def run_agent(self, run_id: int) -> str | None:
     """Execute a run in this worker; the same coroutine the embedded mode awaits.
 
     The task's thread only waits: the run executes on the process's one run loop, so all
@@ -15,7 +15,7 @@ def run_agent(run_id: int) -> str | None:
     """
     from conversations.launcher import run_to_completion
 
-    return run_to_completion(run_id)
+    return run_to_completion(run_id, task_id=self.request.id or "")
 
 
 @shared_task(name="conversations.sweep_stale_runs", ignore_result=True)

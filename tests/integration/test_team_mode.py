@@ -120,7 +120,7 @@ async def test_a_run_executes_in_the_worker_and_streams_through_redis(
     assert_streamed(frames.frames, run_id, "Hello from the worker.")
     row = await run_ends(stack, run_id)
     assert row["status"] == "succeeded", row
-    assert row["task_id"], "launch() records the Celery task id"
+    assert row["task_id"], "the worker records its Celery task id"
     await worker_logged(stack, f"Task conversations.run_agent[{row['task_id']}] received")
     await worker_logged(stack, f"run {run_id} finished: succeeded")
     assert f"run {run_id} finished" not in stack.daphne.text()  # not executed in daphne
