@@ -1,14 +1,15 @@
-"""Per-process cache of the admin-managed configuration every run start reads.
+"""Per-process cache of the admin-managed configuration read on every message and run.
 
 A run needs its model (with the provider) and the tool and MCP server rows its user may
 use: four queries with permission subqueries, about a quarter of a short run's server
-CPU, for rows that change only when an admin edits them. Each process keeps them in
-memory, stamped with :class:`~agentsite.models.ConfigVersion`'s token, and reads that
-one small row instead. Saving or deleting a provider, model, tool configuration, MCP
-server or group, or changing who belongs to which group, replaces the token inside the
-same transaction (signal handlers below), so no process serves rows older than what it
-can read. Entries also expire after ``MAX_AGE_SECONDS`` and the cache holds at most
-``MAX_ENTRIES`` (least recently used go first).
+CPU, for rows that change only when an admin edits them; so do a message's quota limit
+and a new conversation's default model. Each process keeps them in memory, stamped with
+:class:`~agentsite.models.ConfigVersion`'s token, and reads that one small row instead.
+Saving or deleting a provider, model, tool configuration, MCP server, quota or group, or
+changing who belongs to which group, replaces the token inside the same transaction
+(signal handlers below), so no process serves rows older than what it can read. Entries
+also expire after ``MAX_AGE_SECONDS`` and the cache holds at most ``MAX_ENTRIES`` (least
+recently used go first).
 
 Cached values are shared between runs and threads: callers must treat them as read-only.
 """
@@ -22,6 +23,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
+from django.db import connection
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
 T = TypeVar("T")
@@ -32,11 +34,14 @@ SINGLETON_PK = 1
 
 
 def current_token() -> str:
-    """The configuration's current version token (one primary-key read)."""
+    """The configuration's current version token (one primary-key read, in plain SQL: it is
+    read on every run start and message, and the ORM's query building cost more than it)."""
     from agentsite.models import ConfigVersion
 
-    token = ConfigVersion.objects.filter(pk=SINGLETON_PK).values_list("token", flat=True).first()
-    return token or ""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT token FROM {ConfigVersion._meta.db_table} WHERE id = %s", [1])
+        row = cursor.fetchone()
+    return row[0] if row else ""
 
 
 def bump() -> None:
@@ -78,7 +83,12 @@ class VersionedCache:
             self._entries.clear()
 
 
-run_config = VersionedCache()
+config_cache = VersionedCache()
+
+
+def cached(key: Hashable, build: Callable[[], T]) -> T:
+    """``build()``'s value for ``key``, cached while the configuration token is unchanged."""
+    return config_cache.get(key, current_token(), build)
 
 
 def _bump_on_change(**kwargs: Any) -> None:
@@ -92,10 +102,10 @@ def connect_signals() -> None:
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
 
-    from llms.models import LLMModel, Provider
+    from llms.models import LLMModel, Provider, UsageQuota
     from tools.models import MCPServer, ToolConfig
 
-    for model in (Provider, LLMModel, ToolConfig, MCPServer, Group):
+    for model in (Provider, LLMModel, ToolConfig, MCPServer, UsageQuota, Group):
         uid = f"agentsite.configcache.{model._meta.label}"
         post_save.connect(_bump_on_change, sender=model, dispatch_uid=f"{uid}.save")
         post_delete.connect(_bump_on_change, sender=model, dispatch_uid=f"{uid}.delete")

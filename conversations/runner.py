@@ -92,7 +92,7 @@ def _claim(run_id: int, task_id: str = "") -> RunSetup | None:
 
 
 def _build_agent_parts(setup: RunSetup):
-    from agentsite.configcache import current_token, run_config
+    from agentsite.configcache import config_cache, current_token
     from agentsite.errors import ApplicationError
     from llms.selectors import default_model_for_user, model_get_for_user
     from llms.services import build_llm
@@ -105,7 +105,7 @@ def _build_agent_parts(setup: RunSetup):
     if model_id is not None:
         # Re-checked at run start: an admin may have disabled it or changed its groups.
         try:
-            model = run_config.get(
+            model = config_cache.get(
                 ("model", user.pk, model_id),
                 token,
                 lambda: model_get_for_user(user=user, model_id=model_id),
@@ -123,7 +123,7 @@ def _build_agent_parts(setup: RunSetup):
     context = ToolContext(
         user_id=user.pk, conversation_id=setup.conversation.pk, run_id=setup.run.pk
     )
-    rows = run_config.get(("tools", user.pk), token, lambda: tool_rows_for_user(user=user))
+    rows = config_cache.get(("tools", user.pk), token, lambda: tool_rows_for_user(user=user))
     registry = tools_for_user(user=user, context=context, rows=rows)
     return model, llm, registry
 

@@ -38,9 +38,10 @@ def conversation_create(*, owner, title: str = "", model=None) -> Conversation:
 
 
 def _default_model_for(user):
+    from agentsite.configcache import cached
     from llms.selectors import default_model_for_user
 
-    return default_model_for_user(user=user)
+    return cached(("default-model", user.pk), lambda: default_model_for_user(user=user))
 
 
 def conversation_rename(*, conversation: Conversation, title: str) -> Conversation:

@@ -57,13 +57,13 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
 def _fresh_cache():
     """Rate-limit counters (cache), event tails and cached run configuration (memory) must
     not leak between tests: ids repeat."""
-    from agentsite.configcache import run_config
+    from agentsite.configcache import config_cache
     from conversations import eventlog
 
-    for reset in (cache.clear, eventlog.tail_reset, run_config.clear):
+    for reset in (cache.clear, eventlog.tail_reset, config_cache.clear):
         reset()
     yield
-    for reset in (cache.clear, eventlog.tail_reset, run_config.clear):
+    for reset in (cache.clear, eventlog.tail_reset, config_cache.clear):
         reset()
 
 

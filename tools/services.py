@@ -22,6 +22,7 @@ from typing import Any
 
 from django.db import transaction
 
+from agentsite import configcache
 from agentsite.errors import ApplicationError
 from engine import Tool, ToolRegistry, ToolResult
 from tools.models import ToolConfig
@@ -62,6 +63,7 @@ def toolconfig_sync() -> int:
     ]
     if new:
         ToolConfig.objects.bulk_create(new, ignore_conflicts=True)
+        configcache.bump()  # bulk_create sends no signals; runs cache their tool rows
         logger.info("tool configurations created for: %s", ", ".join(t.name for t in new))
     return len(new)
 

@@ -127,6 +127,7 @@ class StatementLog(logging.Handler):
 async def test_a_message_and_its_run_stay_within_their_query_budget(
     user, chat_model, llm_server, no_launch
 ):
+    await sync_to_async(toolconfig_sync)()  # as on any site that ran before
     conversation = await sync_to_async(services.conversation_create)(owner=user)
     await run_once(user, conversation, llm_server)  # warms the configuration cache
     statements = StatementLog()
@@ -148,3 +149,31 @@ async def test_a_message_and_its_run_stay_within_their_query_budget(
 
     assert posted <= 7, statements.statements[:posted]
     assert len(ran) <= 12, ran
+
+
+def test_a_new_quota_reaches_the_next_message(user, chat_model, no_launch):
+    from llms.models import UsageQuota
+    from llms.services import usage_record
+
+    conversation = services.conversation_create(owner=user)
+    services.message_post(conversation=conversation, user=user, content="one")  # no quota yet
+    Run.objects.update(status="succeeded")
+    usage_record(user=user, model=chat_model, usage={"total_tokens": 50})
+    UsageQuota.objects.create(user=user, daily_token_limit=10)
+
+    _, run, _ = services.message_post(conversation=conversation, user=user, content="two")
+
+    assert run.status == "failed" and "tokens for today" in run.error
+
+
+def test_a_new_default_model_reaches_the_next_conversation(user, chat_model):
+    from llms.models import LLMModel
+    from llms.services import model_set_default
+
+    other = LLMModel.objects.create(
+        provider=chat_model.provider, model_id="other", display_name="Other"
+    )
+    assert services.conversation_create(owner=user).model_id == chat_model.pk
+    model_set_default(model=other)  # queryset updates only
+
+    assert services.conversation_create(owner=user).model_id == other.pk
