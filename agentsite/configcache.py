@@ -39,7 +39,8 @@ def current_token() -> str:
     from agentsite.models import ConfigVersion
 
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT token FROM {ConfigVersion._meta.db_table} WHERE id = %s", [1])
+        table = ConfigVersion._meta.db_table
+        cursor.execute(f"SELECT token FROM {table} WHERE id = %s", [SINGLETON_PK])
         row = cursor.fetchone()
     return row[0] if row else ""
 
