@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from typing import Any
 
 import httpcore
@@ -191,19 +191,11 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[SocketOption] | None = None,
     ) -> httpcore.AsyncNetworkStream:
-        loop = asyncio.get_running_loop()
         local = (local_address, 0) if local_address else None
-        try:
-            async with asyncio.timeout(timeout):
-                transport, protocol = await loop.create_connection(
-                    _StreamProtocol, host, port, local_addr=local
-                )
-        except TimeoutError:
-            raise httpcore.ConnectTimeout(f"timed out connecting to {host}:{port}") from None
-        except OSError as exc:
-            raise httpcore.ConnectError(str(exc)) from exc
-        _apply(transport, socket_options)
-        return AsyncioStream(transport, protocol)
+        opening = asyncio.get_running_loop().create_connection(
+            _StreamProtocol, host, port, local_addr=local
+        )
+        return await _connected(opening, f"{host}:{port}", timeout, socket_options)
 
     async def connect_unix_socket(
         self,
@@ -211,26 +203,32 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
         timeout: float | None = None,
         socket_options: Iterable[SocketOption] | None = None,
     ) -> httpcore.AsyncNetworkStream:
-        loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(timeout):
-                transport, protocol = await loop.create_unix_connection(_StreamProtocol, path)
-        except TimeoutError:
-            raise httpcore.ConnectTimeout(f"timed out connecting to {path}") from None
-        except OSError as exc:
-            raise httpcore.ConnectError(str(exc)) from exc
-        _apply(transport, socket_options)
-        return AsyncioStream(transport, protocol)
+        opening = asyncio.get_running_loop().create_unix_connection(_StreamProtocol, path)
+        return await _connected(opening, path, timeout, socket_options)
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
 
 
-def _apply(transport: asyncio.BaseTransport, options: Iterable[SocketOption] | None) -> None:
+async def _connected(
+    opening: Awaitable[tuple[asyncio.Transport, _StreamProtocol]],
+    where: str,
+    timeout: float | None,
+    options: Iterable[SocketOption] | None,
+) -> AsyncioStream:
+    """The stream of a connection being opened, with httpcore's errors and socket options."""
+    try:
+        async with asyncio.timeout(timeout):
+            transport, protocol = await opening
+    except TimeoutError:
+        raise httpcore.ConnectTimeout(f"timed out connecting to {where}") from None
+    except OSError as exc:
+        raise httpcore.ConnectError(str(exc)) from exc
     sock: socket.socket | None = transport.get_extra_info("socket")
     for option in options or ():
         if sock is not None:
             sock.setsockopt(*option)  # type: ignore[arg-type]
+    return AsyncioStream(transport, protocol)
 
 
 class AsyncioHTTPTransport(httpx.AsyncHTTPTransport):
