@@ -334,25 +334,26 @@ class OpenAICompatibleLLM:
         ceiling = min(self.backoff_cap, self.backoff_base * 2**attempt)
         return ceiling / 2 + random.uniform(0, ceiling / 2)
 
+    async def _back_off(self, error: LLMError, attempt: int, what: str) -> int:
+        """Wait before retry number ``attempt + 1`` and return that number; re-raise
+        ``error`` when it is not retryable or the retries are spent."""
+        if not error.retryable or attempt >= self.max_retries:
+            raise error
+        delay = self._retry_delay(attempt, error)
+        logger.warning(
+            "LLM %s%s: %s; retry %d/%d in %.2fs",
+            self.model, what, error.message, attempt + 1, self.max_retries, delay,
+        )  # fmt: skip
+        await asyncio.sleep(delay)
+        return attempt + 1
+
     async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
         attempt = 0
         while True:
             try:
                 return await call()
             except LLMError as error:
-                if not error.retryable or attempt >= self.max_retries:
-                    raise
-                delay = self._retry_delay(attempt, error)
-                attempt += 1
-                logger.warning(
-                    "LLM %s: %s; retry %d/%d in %.2fs",
-                    self.model,
-                    error.message,
-                    attempt,
-                    self.max_retries,
-                    delay,
-                )
-                await asyncio.sleep(delay)
+                attempt = await self._back_off(error, attempt, "")
 
     def _error(self, status: int, body: Any, headers: Any = None) -> LLMError:
         return map_http_error(status, body, headers, secret=self._api_key)
@@ -454,19 +455,9 @@ class OpenAICompatibleLLM:
                         yield delta
                 return
             except LLMError as error:
-                if yielded or not error.retryable or attempt >= self.max_retries:
+                if yielded:  # the caller has part of the answer: no silent restart
                     raise
-                delay = self._retry_delay(attempt, error)
-                attempt += 1
-                logger.warning(
-                    "LLM %s stream: %s; retry %d/%d in %.2fs",
-                    self.model,
-                    error.message,
-                    attempt,
-                    self.max_retries,
-                    delay,
-                )
-                await asyncio.sleep(delay)
+                attempt = await self._back_off(error, attempt, " stream")
 
     async def _stream_once(self, payload: dict[str, Any]) -> AsyncIterator[ChatDelta]:
         state = _StreamState()
