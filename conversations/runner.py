@@ -220,7 +220,7 @@ async def execute_run(
         await publisher.publish("error", ErrorEvent("Stopped.", "cancelled").to_dict())
     await publisher.close()
     if not finished:
-        await db(_finish)(setup, status, error, result, elapsed)
+        await db(_finish_unanswered)(setup, status, error, result, elapsed)
     await db(run_start_followup)(run=setup.run)
     logger.info(
         "run %s finished: %s in %.2fs, %d frames, %d log writes",
@@ -258,6 +258,18 @@ def _fail_unstarted(run_id: int) -> None:
     )
     if updated:
         publish_events_sync(run=Run.objects.get(pk=run_id), events=[ErrorEvent(error, "failed")])
+
+
+def _finish_unanswered(
+    setup: RunSetup, status: str, error: str, result: AgentResult | None, elapsed: float
+) -> None:
+    """Close a run that ended without an answer, holding the conversation's row lock as a
+    message post does (an answer's insert takes it too): a follow-up posted meanwhile is
+    either committed before the follow-up check that comes next, or sees the run closed
+    and starts a new one. Without the lock, PostgreSQL could leave it undelivered."""
+    with transaction.atomic():
+        Conversation.objects.filter(pk=setup.conversation.pk).update(updated_at=timezone.now())
+        _finish(setup, status, error, result, elapsed)
 
 
 def _finish(
