@@ -52,7 +52,9 @@ class RunPoller:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._last_beat = 0.0
+        self._last_full_check = 0.0
         self._woken = threading.Event()
+        self._due: set[int] = set()  # runs a wake-up asked to check at the next tick
         self._listeners: dict[asyncio.AbstractEventLoop, asyncio.Task] = {}
 
     def watch(self, run_id: int, token: CancelToken, deliver: Deliver) -> None:
@@ -68,7 +70,7 @@ class RunPoller:
             listener = self._listeners.get(loop)
             if listener is None or listener.done():
                 self._listeners[loop] = loop.create_task(self._listen())
-        self.wake()  # a follow-up saved before the run started is delivered now
+        self.wake(run_id)  # a follow-up saved before the run started is delivered now
 
     def is_watching(self, run_id: int) -> bool:
         with self._lock:
@@ -85,8 +87,15 @@ class RunPoller:
         if listener is not None:
             listener.cancel()
 
-    def wake(self) -> None:
-        """Poll now: a follow-up or a Stop for one of the local runs was saved."""
+    def wake(self, run_id: int) -> None:
+        """Check ``run_id`` now: a follow-up or a Stop for it was saved (or it just started).
+
+        A woken tick checks only the runs woken since the last one: a burst of run starts
+        in a busy worker checked every watched run once per start (quadratic). The
+        fallback tick still checks them all.
+        """
+        with self._lock:
+            self._due.add(run_id)
         self._woken.set()
 
     async def _listen(self) -> None:
@@ -99,15 +108,17 @@ class RunPoller:
         try:
             while True:
                 message = await layer.receive(channel)
-                if message.get("run_id") in self._runs:
-                    self.wake()
+                run_id = message.get("run_id")
+                if run_id in self._runs:
+                    self.wake(run_id)
         finally:
             with contextlib.suppress(Exception):
                 await layer.group_discard(WAKE_GROUP, channel)
 
     def _run(self) -> None:
         while True:
-            if self._woken.wait(fallback_interval()):
+            woken = self._woken.wait(fallback_interval())
+            if woken:
                 time.sleep(WAKE_DEBOUNCE)
             self._woken.clear()
             with self._lock:
@@ -115,17 +126,26 @@ class RunPoller:
                 if not watched:
                     self._thread = None
                     return
+                due, self._due = self._due, set()
+            # Every run is checked at least once per fallback interval, woken or not.
+            full = not woken or time.monotonic() - self._last_full_check >= fallback_interval()
+            if full:
+                self._last_full_check = time.monotonic()
+            checks = watched if full else {r: watched[r] for r in due if r in watched}
             try:
-                checked_connections(self._tick, watched)
+                checked_connections(self._tick, watched, checks)
             except Exception:  # a DB hiccup must not stop the polling
                 logger.exception("run poller tick failed")
 
-    def _tick(self, watched: dict[int, _Watched]) -> None:
-        ids = list(watched)
+    def _tick(self, watched: dict[int, _Watched], checks: dict[int, _Watched]) -> None:
+        """Heart-beat every watched run when due; look for Stops and follow-ups of ``checks``."""
         now = timezone.now()
         if time.monotonic() - self._last_beat >= HEARTBEAT_INTERVAL:
-            Run.objects.filter(pk__in=ids).update(heartbeat_at=now)
+            Run.objects.filter(pk__in=list(watched)).update(heartbeat_at=now)
             self._last_beat = time.monotonic()
+        if not checks:
+            return
+        ids = list(checks)
         for run_id in Run.objects.filter(pk__in=ids, cancel_requested=True).values_list(
             "pk", flat=True
         ):
@@ -157,7 +177,7 @@ poller = RunPoller()
 def notify_run_changed(run_id: int) -> None:
     """Wake the poller of the process executing ``run_id`` (call after the commit)."""
     if poller.is_watching(run_id):
-        poller.wake()
+        poller.wake(run_id)
         return
     layer = get_channel_layer()
     if layer is None:
