@@ -20,11 +20,6 @@ from tools.services import toolconfig_sync
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def no_launch(monkeypatch):
-    monkeypatch.setattr("conversations.launcher.launch", lambda run_id: None)
-
-
 def offered_tools(request) -> set[str]:
     """Tool names a chat request offered the model (native calling or the JSON catalog)."""
     names = {t["function"]["name"] for t in request.get("tools") or ()}

@@ -49,11 +49,6 @@ def post(conversation, user, content):
     return services.message_post(conversation=conversation, user=user, content=content)
 
 
-@pytest.fixture
-def no_launch(monkeypatch):
-    monkeypatch.setattr("conversations.launcher.launch", lambda run_id: None)
-
-
 def event_list(run):
     return [
         (e.channel, e.payload.get("type"), e.payload.get("status"))

@@ -15,11 +15,6 @@ from engine import CancelToken
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def no_launch(monkeypatch):
-    monkeypatch.setattr("conversations.launcher.launch", lambda run_id: None)
-
-
 async def queued_run_with_followup(user, text: str) -> Run:
     conversation = await sync_to_async(services.conversation_create)(owner=user)
     post = sync_to_async(services.message_post)
