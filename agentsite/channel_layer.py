@@ -1,4 +1,6 @@
-"""The channel layer of embedded mode: channels' in-memory layer without its per-message costs.
+"""Channel layers: embedded mode's in-memory layer, team mode's batched Redis pub/sub layer.
+
+Embedded: channels' in-memory layer without its per-message costs.
 
 ``channels.layers.InMemoryChannelLayer`` deep-copies every message, scans every channel
 and group for expired entries on every send and receive, and spawns a task per group
@@ -18,6 +20,9 @@ from typing import Any
 
 from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer
+from channels_redis.pubsub import RedisPubSubChannelLayer
+
+from agentsite.redis_batch import batcher
 
 SWEEP_INTERVAL = 1.0
 
@@ -56,3 +61,32 @@ class LocalChannelLayer(InMemoryChannelLayer):
         for channel in list(self.groups.get(group, ())):
             with contextlib.suppress(ChannelFull):  # as channels: a full member misses it
                 self._put(channel, message)
+
+
+class RedisPubSubLayer(RedisPubSubChannelLayer):
+    """channels_redis's pub/sub layer whose group sends share pipelines (team mode).
+
+    channels_redis sends each ``group_send`` as one ``PUBLISH`` round trip behind a lock
+    that every publish of the process waits for. Here the ``PUBLISH`` (the same channel
+    name and message format, so any channels_redis receiver reads it) goes through the
+    loop's :func:`~agentsite.redis_batch.batcher`, and :meth:`publish_command` lets a
+    caller send it in one pipeline with its own commands. Sharded layers (several hosts)
+    keep channels_redis's own path.
+    """
+
+    def __init__(self, hosts: list[Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(hosts=hosts, **kwargs)
+        single_url = hosts is not None and len(hosts) == 1 and isinstance(hosts[0], str)
+        self.publish_url: str | None = hosts[0] if single_url else None
+
+    def publish_command(self, group: str, message: dict[str, Any]) -> tuple[Any, ...]:
+        """The ``PUBLISH`` that delivers ``message`` to ``group``'s members."""
+        assert self.publish_url is not None, "a sharded layer publishes through its shards"
+        channel = self._get_layer()._get_group_channel_name(group)
+        return ("PUBLISH", channel, self.serialize(message))
+
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        if self.publish_url is None:
+            await self._get_layer().group_send(group, message)
+            return
+        await batcher(self.publish_url).execute(self.publish_command(group, message))

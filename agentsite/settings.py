@@ -103,7 +103,7 @@ AGENTSITE_EXECUTION = env.str("AGENTSITE_EXECUTION", default="celery" if REDIS_U
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "BACKEND": "agentsite.channel_layer.RedisPubSubLayer",
             "CONFIG": {"hosts": [REDIS_URL]},
         }
     }

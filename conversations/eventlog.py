@@ -9,7 +9,8 @@ then the rows, misses nothing: an event is in the group stream, in the tail, or 
 before it left the tail) in the rows.
 
 The tail is written once per frame, so it is append-only and cheap: one in-memory append,
-or one non-blocking ``RPUSH`` on the publisher's loop (never the whole tail re-written).
+or an ``RPUSH`` sent in one pipeline with the frame's ``PUBLISH`` (never the whole tail
+re-written).
 """
 
 from __future__ import annotations
@@ -21,12 +22,11 @@ from typing import Any
 
 from django.conf import settings
 
+from agentsite.redis_batch import Command, batcher
 from conversations.models import RunEvent
-from engine.loops import PerLoop
 
 Entry = tuple[int, int, str, dict[str, Any]]  # (seq, run_id, channel, payload)
 TAIL_TTL_SECONDS = 3600
-TAIL_CONNECTIONS = 32  # per event loop; an append holds one for a single round trip
 
 
 def tail_key(conversation_id: int) -> str:
@@ -43,6 +43,12 @@ class MemoryTail:
     async def append(self, conversation_id: int, entry: Entry) -> None:
         with self._lock:
             self._entries.setdefault(conversation_id, []).append(entry)
+
+    async def append_and_send(
+        self, conversation_id: int, entry: Entry, layer: Any, group: str, message: dict
+    ) -> None:
+        await self.append(conversation_id, entry)
+        await layer.group_send(group, message)
 
     async def drop(self, conversation_id: int, count: int) -> None:
         with self._lock:
@@ -61,35 +67,42 @@ class MemoryTail:
 
 
 class RedisTail:
-    """Team mode: a Redis list per conversation, written from the publisher's event loop."""
+    """Team mode: a Redis list per conversation, written from the publisher's event loop.
+
+    Writes go through the loop's shared pipelines (:mod:`agentsite.redis_batch`): the
+    appends of every run of a worker share one connection and, under load, round trips.
+    """
 
     def __init__(self, url: str) -> None:
         import redis
-        import redis.asyncio
 
+        self.url = url
         self._sync = redis.Redis.from_url(url)
-        # One asyncio client per event loop (a client's connections belong to one loop).
-        # A blocking pool: with more runs appending at once than it has connections, an
-        # append waits for a free one instead of failing ("Too many connections" at 100).
-        self._clients = PerLoop(
-            lambda: redis.asyncio.Redis(
-                connection_pool=redis.asyncio.BlockingConnectionPool.from_url(
-                    url, max_connections=TAIL_CONNECTIONS, timeout=None
-                )
-            )
-        )
 
-    def _client(self) -> Any:
-        return self._clients.get()
+    @staticmethod
+    def _append_commands(conversation_id: int, entry: Entry) -> tuple[Command, Command]:
+        key = tail_key(conversation_id)
+        # The expiry is renewed on every append: a crashed publisher's tail goes.
+        return ("RPUSH", key, json.dumps(entry)), ("EXPIRE", key, TAIL_TTL_SECONDS)
 
     async def append(self, conversation_id: int, entry: Entry) -> None:
-        key = tail_key(conversation_id)
-        client = self._client()
-        if await client.rpush(key, json.dumps(entry)) == 1:
-            await client.expire(key, TAIL_TTL_SECONDS)  # a crashed publisher's tail goes
+        await batcher(self.url).execute(*self._append_commands(conversation_id, entry))
+
+    async def append_and_send(
+        self, conversation_id: int, entry: Entry, layer: Any, group: str, message: dict
+    ) -> None:
+        """Append, then publish the frame: one pipeline when the layer uses this Redis."""
+        if getattr(layer, "publish_url", None) != self.url:
+            await self.append(conversation_id, entry)
+            await layer.group_send(group, message)
+            return
+        await batcher(self.url).execute(
+            *self._append_commands(conversation_id, entry),
+            layer.publish_command(group, message),
+        )
 
     async def drop(self, conversation_id: int, count: int) -> None:
-        await self._client().ltrim(tail_key(conversation_id), count, -1)
+        await batcher(self.url).execute(("LTRIM", tail_key(conversation_id), count, -1))
 
     def get(self, conversation_id: int) -> list[Entry]:
         raw_entries = self._sync.lrange(tail_key(conversation_id), 0, -1)
@@ -107,6 +120,14 @@ def tail() -> MemoryTail | RedisTail:
 
 async def tail_append(conversation_id: int, entry: Entry) -> None:
     await tail().append(conversation_id, entry)
+
+
+async def tail_append_and_send(
+    conversation_id: int, entry: Entry, layer: Any, group: str, message: dict[str, Any]
+) -> None:
+    """Append ``entry`` to the tail, then send its frame to the group (tail first: a
+    reader that joined the group after the send finds the entry in the tail)."""
+    await tail().append_and_send(conversation_id, entry, layer, group, message)
 
 
 async def tail_drop(conversation_id: int, count: int) -> None:

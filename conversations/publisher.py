@@ -88,17 +88,16 @@ class RunPublisher:
             entry: eventlog.Entry = (seq, self.run_id, channel, payload)
             self._unflushed.append(entry)
             html = self.view.apply(seq, channel, payload)
-            await eventlog.tail_append(self.conversation_id, entry)
-            await self.layer.group_send(
-                self.group,
-                {
-                    "type": "run.event",
-                    "seq": seq,
-                    "run_id": self.run_id,
-                    "channel": channel,
-                    "payload": payload,
-                    "html": html,
-                },
+            message = {
+                "type": "run.event",
+                "seq": seq,
+                "run_id": self.run_id,
+                "channel": channel,
+                "payload": payload,
+                "html": html,
+            }
+            await eventlog.tail_append_and_send(
+                self.conversation_id, entry, self.layer, self.group, message
             )
             self.frames_sent += 1
             cost = time.monotonic() - self._last_frame_at

@@ -81,7 +81,7 @@ def test_env_vars_switch_to_team_mode(tmp_path):
         ALLOWED_HOSTS="chat.example.com,localhost",
     )
     assert conf["engine"] == "django.db.backends.postgresql"
-    assert conf["layer"] == "channels_redis.pubsub.RedisPubSubChannelLayer"
+    assert conf["layer"] == "agentsite.channel_layer.RedisPubSubLayer"
     assert conf["broker"] == "redis://127.0.0.1:6379/0"
     assert conf["eager"] is False
     assert conf["execution"] == "celery"

@@ -1,0 +1,93 @@
+"""Redis commands from every coroutine of one event loop, sent in shared pipelines.
+
+Why: redis-py spends tens of microseconds of CPU on each command's round trip, and a
+streamed answer sends two commands per frame (the event-log tail's ``RPUSH`` and the
+frame's ``PUBLISH``); channels_redis moreover sends every publish of a process behind one
+lock, one round trip at a time. Here a coroutine queues its commands and awaits their
+replies. While one pipeline is in flight, newly queued commands wait and leave together
+in the next one: alone, a frame costs one round trip; under load, one round trip carries
+the frames of many runs. Commands run in the order they were queued (one pipeline is in
+flight at a time, on one connection).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import redis.asyncio
+
+from engine.loops import PerLoop
+
+Command = tuple[Any, ...]
+
+
+class CommandBatcher:
+    def __init__(self, client: redis.asyncio.Redis) -> None:
+        self._client = client
+        self._queue: list[tuple[tuple[Command, ...], asyncio.Future[list[Any]]]] = []
+        self._sender: asyncio.Task[None] | None = None
+
+    async def execute(self, *commands: Command) -> list[Any]:
+        """Run ``commands`` in order, in the next pipeline; their replies, in order.
+
+        Raises the first error reply among them (another caller's error is its own), or
+        the connection error that failed the whole pipeline.
+        """
+        future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+        self._queue.append((commands, future))
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.create_task(self._send_queued())
+        return await future
+
+    async def _send_queued(self) -> None:
+        batch: list[tuple[tuple[Command, ...], asyncio.Future[list[Any]]]] = []
+        try:
+            while self._queue:
+                batch, self._queue = self._queue, []
+                pipeline = self._client.pipeline(transaction=False)
+                for commands, _future in batch:
+                    for command in commands:
+                        pipeline.execute_command(*command)
+                try:
+                    replies = await pipeline.execute(raise_on_error=False)
+                except (redis.RedisError, OSError) as error:
+                    _fail(batch, error)
+                else:
+                    _answer(batch, replies)
+                batch = []
+        finally:  # cancelled with the loop: nobody may wait forever
+            for _commands, future in batch + self._queue:
+                future.cancel()
+
+
+def _answer(batch: list[tuple[tuple[Command, ...], asyncio.Future[list[Any]]]], replies) -> None:
+    position = 0
+    for commands, future in batch:
+        own = replies[position : position + len(commands)]
+        position += len(commands)
+        if future.done():  # its caller was cancelled
+            continue
+        error = next((reply for reply in own if isinstance(reply, Exception)), None)
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(own)
+
+
+def _fail(batch, error: BaseException) -> None:
+    for _commands, future in batch:
+        if not future.done():
+            future.set_exception(error)
+
+
+_batchers: PerLoop[dict[str, CommandBatcher]] = PerLoop(dict)
+
+
+def batcher(url: str) -> CommandBatcher:
+    """The running loop's batcher for the Redis server at ``url``."""
+    per_url = _batchers.get()
+    found = per_url.get(url)
+    if found is None:
+        found = per_url[url] = CommandBatcher(redis.asyncio.Redis.from_url(url))
+    return found
