@@ -35,6 +35,7 @@ import subprocess
 import sys
 import threading
 import time
+import timeit
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -355,6 +356,12 @@ def add_llm_time(traces: list[Trace], requests: list[dict[str, Any]]) -> None:
             trace.llm_time += request["answered"] - request["time"]
 
 
+def python_speed_us() -> float:
+    """A reference figure: CPU figures scale with it from one machine (or day) to another."""
+    best = min(timeit.repeat("sum(range(1000))", number=2000, repeat=5))
+    return best / 2000 * 1e6
+
+
 def start_profilers(
     servers: dict[str, Process], directory: Path, label: str, template: str = DEFAULT_PROFILER
 ) -> list[subprocess.Popen[bytes]]:
@@ -628,6 +635,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start; "
         f"every server, Redis, PostgreSQL, the scripted LLM and all clients share them."
     )
+    print(f"Python speed on this machine: {python_speed_us():.1f} us for sum(range(1000))")
     results: list[Result] = []
     for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
         started = time.monotonic()
