@@ -43,7 +43,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "agentsite.staticfiles.StaticFilesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -89,11 +89,23 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
             "timeout": 20,
         }
     )
+    # Keep connections between run steps: reopening costs more CPU than most of the
+    # short ORM calls a run makes (connect, PRAGMAs, Django's SQL functions).
+    DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # A process-wide pool, not persistent connections: under ASGI each request's sync
+    # code runs in a thread of its own, so a per-thread persistent connection was never
+    # reused and every request opened one (a PostgreSQL server process each time).
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 2,
+        "max_size": env.int("DB_POOL_SIZE", default=24),
+        "timeout": 30,
+    }
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps them
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True  # checked when taken from the pool
 else:
+    DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True  # checked before reuse
-# Keep connections between requests and run steps: reopening costs more CPU than most of
-# the short ORM calls a run makes (SQLite: connect, PRAGMAs, Django's SQL functions).
-DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -111,6 +123,7 @@ if REDIS_URL:
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
+            "OPTIONS": {"pool_class": "agentsite.cache.SharedConnectionPool"},
         }
     }
 else:

@@ -230,3 +230,20 @@ async def test_stop_reaches_the_worker_and_closes_the_llm_request(
     await worker_logged(stack, f"run {run_id} finished: cancelled")
     assert len(await llm_requests_with(stack, marker)) == 1
     assert not any("Too late." in f for f in frames.frames)
+
+
+async def test_page_loads_reuse_the_servers_redis_connections(
+    team_stack: Stack, browser: Browser
+) -> None:
+    """Under ASGI every request runs in a thread of its own: per-thread cache objects
+    meant a new Redis connection per page (its session lookup)."""
+    conversation_id = await browser.new_conversation()
+    await browser.http.get(f"/c/{conversation_id}/")  # warm: the pool holds a connection
+    server = redis.Redis.from_url(team_stack.redis_url)
+    before = server.info("stats")["total_connections_received"]
+
+    for _ in range(20):
+        page = await browser.http.get(f"/c/{conversation_id}/")
+        assert page.status_code == 200
+
+    assert server.info("stats")["total_connections_received"] - before < 5

@@ -27,6 +27,8 @@ print(json.dumps({
     "secret": settings.SECRET_KEY,
     "hosts": settings.ALLOWED_HOSTS,
     "installed": settings.INSTALLED_APPS,
+    "db_pool": settings.DATABASES["default"].get("OPTIONS", {}).get("pool"),
+    "conn_max_age": settings.DATABASES["default"]["CONN_MAX_AGE"],
 }))
 """
 
@@ -81,6 +83,8 @@ def test_env_vars_switch_to_team_mode(tmp_path):
         ALLOWED_HOSTS="chat.example.com,localhost",
     )
     assert conf["engine"] == "django.db.backends.postgresql"
+    # A pool shared by the request threads (ASGI): a per-thread connection is never reused.
+    assert conf["db_pool"]["max_size"] >= 16 and conf["conn_max_age"] == 0
     assert conf["layer"] == "agentsite.channel_layer.RedisPubSubLayer"
     assert conf["broker"] == "redis://127.0.0.1:6379/0"
     assert conf["eager"] is False
