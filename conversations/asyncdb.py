@@ -21,9 +21,10 @@ def executor() -> ThreadPoolExecutor:
 
     The loop's default executor is per event loop, and a Celery worker runs each run on
     its own loop: 200 concurrent runs meant hundreds of threads, each with its own
-    PostgreSQL connection ("sorry, too many clients already" at 100). With this pool a
-    process holds at most ``AGENTSITE_DB_THREADS`` connections, kept open between calls
-    when ``CONN_MAX_AGE`` > 0.
+    PostgreSQL connection ("sorry, too many clients already" at 100). With this pool the
+    runs of a process use at most ``AGENTSITE_DB_THREADS`` connections, each kept by its
+    thread between calls (SQLite: persistent; PostgreSQL: taken from the process's pool,
+    returned after a call that follows 5 s of idleness).
     """
     global _executor
     with _lock:
