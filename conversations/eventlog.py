@@ -33,7 +33,27 @@ def tail_key(conversation_id: int) -> str:
     return f"agentsite:eventtail:{conversation_id}"
 
 
-class MemoryTail:
+class Tail:
+    """Events sent as frames but not yet in the rows, per conversation, oldest first."""
+
+    async def append(self, conversation_id: int, entry: Entry) -> None:
+        raise NotImplementedError
+
+    async def drop(self, conversation_id: int, count: int) -> None:
+        raise NotImplementedError
+
+    def get(self, conversation_id: int) -> list[Entry]:
+        raise NotImplementedError
+
+    async def append_and_send(
+        self, conversation_id: int, entry: Entry, layer: Any, group: str, message: dict
+    ) -> None:
+        """Append ``entry``, then send its frame to the channel-layer group."""
+        await self.append(conversation_id, entry)
+        await layer.group_send(group, message)
+
+
+class MemoryTail(Tail):
     """Embedded mode: the publisher and every reader share this process."""
 
     def __init__(self) -> None:
@@ -43,12 +63,6 @@ class MemoryTail:
     async def append(self, conversation_id: int, entry: Entry) -> None:
         with self._lock:
             self._entries.setdefault(conversation_id, []).append(entry)
-
-    async def append_and_send(
-        self, conversation_id: int, entry: Entry, layer: Any, group: str, message: dict
-    ) -> None:
-        await self.append(conversation_id, entry)
-        await layer.group_send(group, message)
 
     async def drop(self, conversation_id: int, count: int) -> None:
         with self._lock:
@@ -66,7 +80,7 @@ class MemoryTail:
             self._entries.clear()
 
 
-class RedisTail:
+class RedisTail(Tail):
     """Team mode: a Redis list per conversation, written from the publisher's event loop.
 
     Writes go through the loop's shared pipelines (:mod:`agentsite.redis_batch`): the
@@ -93,8 +107,7 @@ class RedisTail:
     ) -> None:
         """Append, then publish the frame: one pipeline when the layer uses this Redis."""
         if getattr(layer, "publish_url", None) != self.url:
-            await self.append(conversation_id, entry)
-            await layer.group_send(group, message)
+            await super().append_and_send(conversation_id, entry, layer, group, message)
             return
         await batcher(self.url).execute(
             *self._append_commands(conversation_id, entry),
@@ -110,16 +123,12 @@ class RedisTail:
 
 
 @cache
-def _tail_for(redis_url: str) -> MemoryTail | RedisTail:
+def _tail_for(redis_url: str) -> Tail:
     return RedisTail(redis_url) if redis_url else MemoryTail()
 
 
-def tail() -> MemoryTail | RedisTail:
+def tail() -> Tail:
     return _tail_for(getattr(settings, "REDIS_URL", "") or "")
-
-
-async def tail_append(conversation_id: int, entry: Entry) -> None:
-    await tail().append(conversation_id, entry)
 
 
 async def tail_append_and_send(

@@ -371,7 +371,7 @@ async def test_a_gap_in_live_ids_is_filled_from_the_log(sse, token, user):
         (3, run.pk, "answer", {"status": "delta", "content": "hi"}),
     ]
     for entry in logged:  # frames 1-2 "lost" on the channel layer
-        await eventlog.tail_append(conversation.pk, entry)
+        await eventlog.tail().append(conversation.pk, entry)
     await get_channel_layer().group_send(
         conversation_group(conversation.pk),
         {"type": "run.event", "seq": 3, "run_id": run.pk, "channel": "answer",
