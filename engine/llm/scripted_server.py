@@ -548,29 +548,36 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, render_completion(request, response, request_no, model), headers)
             recorded.answered = time.monotonic()
             return
+        # Chunked, as real providers stream: the connection stays open for the next request
+        # (a close-delimited stream made every streamed call open a new connection).
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
+        self.send_header("Transfer-Encoding", "chunked")
         for name, value in headers.items():
             self.send_header(name, str(value))
         self.end_headers()
-        self.close_connection = True
         chunks = render_chunks(request, response, request_no, model)
         stamp = response.get("stamp_chunks", self.scripted.stamp)
         for position, chunk in enumerate(chunks):
             delay = response.get("chunk_delay") if position > 1 else None
             if delay and not self._wait(delay):
+                self.close_connection = True  # the client left mid-stream
                 return
             if stamp:
                 _stamp(chunk)
-            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-            self.wfile.flush()
+            self._write_chunk(f"data: {json.dumps(chunk)}\n\n".encode())
             if recorded.answered is None and _has_content(chunk):
                 recorded.answered = time.monotonic()
             if position == 1 and response.get("hang") and not self._wait(response["hang"]):
+                self.close_connection = True
                 return
-        self.wfile.write(b"data: [DONE]\n\n")
+        self._write_chunk(b"data: [DONE]\n\n")
+        self.wfile.write(b"0\r\n\r\n")  # the last chunk: the response is complete
+        self.wfile.flush()
+
+    def _write_chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
 
 

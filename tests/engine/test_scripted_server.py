@@ -279,3 +279,22 @@ def test_runs_as_a_module(tmp_path):
         assert process.wait(timeout=10) == 0  # SIGTERM is a clean shutdown
     contents = [r["choices"][0]["message"]["content"] for r in replies]
     assert contents == ["from the file", "again"]
+
+
+def test_streamed_answers_keep_the_connection_for_the_next_request(scripted_server):
+    """Chunked like real providers: a client's next call reuses the connection."""
+    scripted_server.push("first answer", "second answer")
+    payload = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    with httpx.Client(base_url=scripted_server.base_url, timeout=5) as client:
+        answers = []
+        for _ in range(2):
+            response = client.post("/chat/completions", json=payload)
+            assert response.headers["transfer-encoding"] == "chunked"
+            answers.append(
+                "".join(c["choices"][0]["delta"].get("content") or "" for c in sse_chunks(response)
+                        if c["choices"])
+            )  # fmt: skip
+
+    assert answers == ["first answer", "second answer"]
+    first, second = (request.peer for request in scripted_server.requests[-2:])
+    assert first == second  # one TCP connection: same client port
