@@ -21,7 +21,7 @@ from conversations import compaction
 from conversations.asyncdb import db
 from conversations.models import Conversation, Message, Run
 from conversations.publisher import RunPublisher
-from conversations.services import message_create, run_start_followup
+from conversations.services import default_model_cached, message_create, run_start_followup
 from conversations.watcher import poller
 from engine import CancelledRun, CancelToken, InterruptQueue, LLMError, ReActAgent
 from engine.agent import AgentResult
@@ -94,7 +94,7 @@ def _claim(run_id: int, task_id: str = "") -> RunSetup | None:
 def _build_agent_parts(setup: RunSetup):
     from agentsite.configcache import config_cache, current_token
     from agentsite.errors import ApplicationError
-    from llms.selectors import default_model_for_user, model_get_for_user
+    from llms.selectors import model_get_for_user
     from llms.services import build_llm
     from tools.registry import ToolContext
     from tools.services import tool_rows_for_user, tools_for_user
@@ -113,7 +113,7 @@ def _build_agent_parts(setup: RunSetup):
         except ApplicationError as exc:
             raise LLMSetupError(f"{exc.message} Pick another model for this conversation.") from exc
     else:
-        model = default_model_for_user(user=user)
+        model = default_model_cached(user=user)
     if model is None:
         raise LLMSetupError(
             "No language model is configured. An administrator can add one in the admin "

@@ -33,11 +33,13 @@ def message_max_chars() -> int:
 
 def conversation_create(*, owner, title: str = "", model=None) -> Conversation:
     if model is None:
-        model = _default_model_for(owner)
+        model = default_model_cached(user=owner)
     return Conversation.objects.create(owner=owner, title=title.strip()[:200], model=model)
 
 
-def _default_model_for(user):
+def default_model_cached(*, user):
+    """The model a new conversation (or a run of one that has none) uses for ``user``,
+    cached while the configuration is unchanged."""
     from agentsite.configcache import cached
     from llms.selectors import default_model_for_user
 
