@@ -1,29 +1,31 @@
-"""ASGI entry point: HTTP through Django, websockets through channels' auth stack."""
+"""ASGI entry point: HTTP through Django (:mod:`agentsite.http`), websockets through
+channels' auth stack."""
 
 from __future__ import annotations
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 
 # Initialise Django (app registry) before importing anything that touches models.
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from agentsite import serverloop  # noqa: E402
+from agentsite.http import DjangoHTTPApp  # noqa: E402
 from agentsite.runtime import tune_for_streaming  # noqa: E402
-from conversations import launcher  # noqa: E402
 from conversations.routing import websocket_urlpatterns  # noqa: E402
 
 tune_for_streaming()
 
 router = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": DjangoHTTPApp(),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),
@@ -32,7 +34,7 @@ router = ProtocolTypeRouter(
 
 
 async def application(scope, receive, send):
-    """Bind this server's loop for embedded runs, then route."""
+    """Bind this server's loop (embedded runs, sync callers of the channel layer), route."""
     if scope["type"] != "lifespan":
-        launcher.bind_loop()
+        serverloop.bind()
     await router(scope, receive, send)

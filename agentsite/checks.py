@@ -23,13 +23,13 @@ def check_production_secret(app_configs, **kwargs) -> list[Error]:
     ]
 
 
-# Besides the run threads: the poller, and the request and socket threads of a server.
+# Besides the run and HTTP threads: the run poller and the websocket consumers' thread.
 POOL_HEADROOM = 4
 
 
 @register(Tags.database)
 def check_connection_pool_size(app_configs, **kwargs) -> list[Warning]:
-    """Warn when the PostgreSQL pool cannot serve every run thread plus a few requests.
+    """Warn when the PostgreSQL pool cannot serve every run and HTTP thread at once.
 
     Each run thread keeps its connection between steps; with a smaller pool, run steps
     and page requests wait (up to the pool's timeout) for one to come back.
@@ -37,14 +37,17 @@ def check_connection_pool_size(app_configs, **kwargs) -> list[Warning]:
     pool = settings.DATABASES["default"].get("OPTIONS", {}).get("pool")
     if not isinstance(pool, dict):
         return []
-    needed = int(getattr(settings, "AGENTSITE_DB_THREADS", 16)) + POOL_HEADROOM
+    run_threads = int(getattr(settings, "AGENTSITE_DB_THREADS", 16))
+    http_threads = int(getattr(settings, "AGENTSITE_HTTP_THREADS", 8))
+    needed = run_threads + http_threads + POOL_HEADROOM
     if pool.get("max_size", needed) >= needed:
         return []
     return [
         Warning(
             f"DB_POOL_SIZE ({pool['max_size']}) is below AGENTSITE_DB_THREADS + "
-            f"{POOL_HEADROOM} ({needed}): runs and pages will wait for connections.",
-            hint=f"Set DB_POOL_SIZE to at least {needed}, or lower AGENTSITE_DB_THREADS.",
+            f"AGENTSITE_HTTP_THREADS + {POOL_HEADROOM} ({needed}): runs and pages will "
+            "wait for connections.",
+            hint=f"Set DB_POOL_SIZE to at least {needed}, or lower the thread counts.",
             id="agentsite.W001",
         )
     ]

@@ -98,7 +98,7 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # reused and every request opened one (a PostgreSQL server process each time).
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 2,
-        "max_size": env.int("DB_POOL_SIZE", default=24),
+        "max_size": env.int("DB_POOL_SIZE", default=28),
         "timeout": 30,
     }
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps them
@@ -143,6 +143,8 @@ AGENTSITE_RUN_STALE_SECONDS = env.int("AGENTSITE_RUN_STALE_SECONDS", default=90)
 AGENTSITE_MESSAGE_MAX_CHARS = env.int("AGENTSITE_MESSAGE_MAX_CHARS", default=100_000)
 AGENTSITE_API_RATE_LIMIT = env.int("AGENTSITE_API_RATE_LIMIT", default=120)  # per minute
 AGENTSITE_DB_THREADS = env.int("AGENTSITE_DB_THREADS", default=16)  # ORM threads per process
+# Threads serving sync views under daphne (agentsite.http); each keeps its DB connection.
+AGENTSITE_HTTP_THREADS = env.int("AGENTSITE_HTTP_THREADS", default=8)
 # A running run's process is woken when a follow-up or Stop is saved; it also checks this
 # often in case a wake-up was lost (e.g. a Redis reconnect).
 AGENTSITE_RUN_POLL_SECONDS = env.float("AGENTSITE_RUN_POLL_SECONDS", default=2.0)

@@ -1,7 +1,8 @@
 """Where a run executes: the ASGI server's own loop (embedded) or a Celery worker (team).
 
 Embedded mode keeps the in-memory channel layer and the consumers on one event loop: the
-ASGI entry point binds that loop here, and runs are created as tasks on it (with a strong
+ASGI entry point binds that loop (:mod:`agentsite.serverloop`), and runs are created as
+tasks on it (with a strong
 reference so they are not garbage-collected mid-run). Without a bound loop (a Celery
 worker, management commands, a WSGI server) a private background loop thread is used
 instead: every run of the process shares it.
@@ -15,11 +16,11 @@ import threading
 
 from django.conf import settings
 
+from agentsite import serverloop
 from engine import CancelToken
 
 logger = logging.getLogger(__name__)
 
-_server_loop: asyncio.AbstractEventLoop | None = None
 _tasks: dict[int, asyncio.Task] = {}
 _tokens: dict[int, CancelToken] = {}
 _lock = threading.Lock()
@@ -28,12 +29,6 @@ _sweeper: asyncio.Task | None = None
 
 
 SWEEP_INTERVAL = 60.0
-
-
-def bind_loop(loop: asyncio.AbstractEventLoop | None = None) -> None:
-    """Remember the ASGI server's loop (called by agentsite.asgi on each connection)."""
-    global _server_loop
-    _server_loop = loop or asyncio.get_running_loop()
 
 
 async def _sweep_periodically() -> None:
@@ -51,8 +46,9 @@ async def _sweep_periodically() -> None:
 
 def _target_loop() -> asyncio.AbstractEventLoop:
     global _fallback_loop
-    if _server_loop is not None and not _server_loop.is_closed():
-        return _server_loop
+    server_loop = serverloop.get()
+    if server_loop is not None:
+        return server_loop
     with _lock:
         if _fallback_loop is None or _fallback_loop.is_closed():
             _fallback_loop = asyncio.new_event_loop()

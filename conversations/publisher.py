@@ -16,11 +16,11 @@ import logging
 import time
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import connection, transaction
 from django.utils import timezone
 
+from agentsite import serverloop
 from conversations import eventlog
 from conversations.asyncdb import db
 from conversations.models import Conversation, Message, Run, RunEvent
@@ -294,7 +294,8 @@ def publish_events_sync(*, run: Run, events: list[AgentEvent]) -> None:
         conversation.save(update_fields=["last_event_seq"])
     layer = get_channel_layer()
     for seq, channel, payload, html in frames:
-        async_to_sync(layer.group_send)(
+        serverloop.call(
+            layer.group_send,
             conversation_group(run.conversation_id),
             {
                 "type": "run.event",

@@ -21,11 +21,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.utils import timezone
 
+from agentsite import serverloop
 from conversations.asyncdb import checked_connections
 from conversations.models import Message, Run
 from engine import CancelToken
@@ -183,6 +183,6 @@ def notify_run_changed(run_id: int) -> None:
     if layer is None:
         return
     try:
-        async_to_sync(layer.group_send)(WAKE_GROUP, {"type": "run.wake", "run_id": run_id})
+        serverloop.call(layer.group_send, WAKE_GROUP, {"type": "run.wake", "run_id": run_id})
     except Exception:  # the fallback tick still finds the row
         logger.warning("could not send the wake-up for run %s", run_id, exc_info=True)

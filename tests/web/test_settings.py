@@ -83,8 +83,8 @@ def test_env_vars_switch_to_team_mode(tmp_path):
         ALLOWED_HOSTS="chat.example.com,localhost",
     )
     assert conf["engine"] == "django.db.backends.postgresql"
-    # A pool shared by the request threads (ASGI): a per-thread connection is never reused.
-    assert conf["db_pool"]["max_size"] >= 16 and conf["conn_max_age"] == 0
+    # A pool shared by the request and run threads, large enough for all of them at once.
+    assert conf["db_pool"]["max_size"] >= 16 + 8 and conf["conn_max_age"] == 0
     assert conf["layer"] == "agentsite.channel_layer.RedisPubSubLayer"
     assert conf["broker"] == "redis://127.0.0.1:6379/0"
     assert conf["eager"] is False
@@ -116,8 +116,8 @@ def test_system_check_refuses_dev_secret_without_debug(tmp_path, env, refused):
         assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.parametrize(("pool_size", "warned"), [("8", True), ("24", False)])
-def test_system_check_warns_when_the_connection_pool_is_smaller_than_the_run_threads(
+@pytest.mark.parametrize(("pool_size", "warned"), [("8", True), ("27", True), ("28", False)])
+def test_system_check_warns_when_the_connection_pool_is_smaller_than_its_threads(
     tmp_path, pool_size, warned
 ):
     clean = {k: v for k, v in os.environ.items() if k not in CONFIG_VARS}
@@ -127,6 +127,7 @@ def test_system_check_warns_when_the_connection_pool_is_smaller_than_the_run_thr
         DATABASE_URL="postgres://u:p@127.0.0.1:5432/agentsite",  # not connected to by check
         DB_POOL_SIZE=pool_size,
         AGENTSITE_DB_THREADS="16",
+        AGENTSITE_HTTP_THREADS="8",
     )
     result = subprocess.run(
         [sys.executable, "manage.py", "check"], cwd=ROOT, env=clean, capture_output=True, text=True
