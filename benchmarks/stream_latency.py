@@ -362,6 +362,30 @@ def python_speed_us() -> float:
     return best / 2000 * 1e6
 
 
+def wake_costs_us() -> tuple[float, float]:
+    """CPU (this process) of one wake-up after 50 ms idle, and of one warm thread hop.
+
+    The floor under "CPU per frame" at 20 tokens/s: each process on a frame's path sleeps
+    between tokens and pays for waking up (and every executor call for two thread
+    switches). On some virtual machines a wake-up alone costs more than 0.1 ms.
+    """
+
+    async def measure() -> tuple[float, float]:
+        loop = asyncio.get_running_loop()
+        started = time.process_time()
+        for _ in range(20):
+            await asyncio.sleep(0.05)
+        wake = (time.process_time() - started) / 20
+        await loop.run_in_executor(None, int)
+        started = time.process_time()
+        for _ in range(200):
+            await loop.run_in_executor(None, int)
+        hop = (time.process_time() - started) / 200
+        return wake * 1e6, hop * 1e6
+
+    return asyncio.run(measure())
+
+
 def start_profilers(
     servers: dict[str, Process], directory: Path, label: str, template: str = DEFAULT_PROFILER
 ) -> list[subprocess.Popen[bytes]]:
@@ -636,6 +660,11 @@ def main(argv: list[str] | None = None) -> int:
         f"every server, Redis, PostgreSQL, the scripted LLM and all clients share them."
     )
     print(f"Python speed on this machine: {python_speed_us():.1f} us for sum(range(1000))")
+    wake, hop = wake_costs_us()
+    print(
+        f"Wake-up cost on this machine: {wake:.0f} us CPU to wake after 50 ms idle, "
+        f"{hop:.0f} us per thread hop (the floor under CPU per frame at a low token rate)"
+    )
     results: list[Result] = []
     for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
         started = time.monotonic()
