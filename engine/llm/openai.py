@@ -483,8 +483,10 @@ class OpenAICompatibleLLM:
                         finish_reason=whole.finish_reason,
                     )
                     return
-                async for field, data in _iter_sse(response):
+                events = _iter_sse(response)
+                async for field, data in events:
                     if data.strip() == "[DONE]":
+                        await _read_to_end(events)
                         break
                     try:
                         chunk = json.loads(data)
@@ -505,6 +507,20 @@ class OpenAICompatibleLLM:
             completion = state.text + "".join(c.name + json.dumps(c.arguments) for c in calls)
             usage = estimate_usage(payload["messages"], completion)
         yield ChatDelta(tool_calls=calls or None, usage=usage, finish_reason=state.finish_reason)
+
+
+# After ``[DONE]`` the body's end follows at once from a well-behaved server; a server that
+# keeps the response open must not hold the answer back longer than this.
+DRAIN_AFTER_DONE_SECONDS = 0.25
+
+
+async def _read_to_end(events: AsyncIterator[tuple[str, str]]) -> None:
+    """Read what follows ``[DONE]`` up to the body's end, so the connection goes back to the
+    pool: a response closed unread costs the next call a new TCP (and TLS) connection."""
+    with contextlib.suppress(TimeoutError, httpx.HTTPError):
+        async with asyncio.timeout(DRAIN_AFTER_DONE_SECONDS):
+            async for _event in events:
+                pass
 
 
 def _status_of(chunk: Any) -> int:

@@ -16,7 +16,8 @@ A script is a list of response dicts consumed in order. Keys (all optional):
   ``headers`` (extra response headers, e.g. ``{"Retry-After": "1"}``)
 - ``delay`` (seconds before answering), ``chunks`` (content pieces when streaming;
   default: split into words), ``chunk_delay`` (seconds between streamed chunks),
-  ``hang`` (seconds to stall after the first streamed piece), ``repeat_tool_ids``
+  ``hang`` (seconds to stall after the first streamed piece), ``hang_after_done``
+  (seconds to keep the response open after ``data: [DONE]``), ``repeat_tool_ids``
   (repeat id/name in every tool-call chunk, like llama.cpp), ``stamp_chunks``
   (append ``@@<time.monotonic()>@@`` to every streamed content piece as it is written,
   so a benchmark can measure delivery latency; ``--stamp`` turns it on for all responses)
@@ -573,6 +574,11 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 return
         self._write_chunk(b"data: [DONE]\n\n")
+        if response.get("hang_after_done"):
+            self.wfile.flush()
+            if not self._wait(response["hang_after_done"]):
+                self.close_connection = True
+                return
         self.wfile.write(b"0\r\n\r\n")  # the last chunk: the response is complete
         self.wfile.flush()
 

@@ -622,6 +622,36 @@ async def test_clients_built_one_after_another_reuse_the_providers_connection(
     assert len(peers) == 2 and peers[0] == peers[1]
 
 
+async def test_a_streamed_answer_leaves_its_connection_for_the_next_run(scripted_server, make_llm):
+    """A run ends with the streamed answer; the next run's first call must not open a new
+    connection (to a real provider: a new TCP and TLS handshake on every message)."""
+    scripted_server.push({"content": "streamed answer", "chunks": ["streamed ", "answer"]}, "next")
+    first = make_llm()
+    deltas = [delta async for delta in first.stream_chat(USER)]
+    assert "".join(d.content for d in deltas) == "streamed answer"
+    assert deltas[-1].finish_reason == "stop"
+    await first.aclose()
+    second = make_llm()
+    assert (await second.chat(USER)).content == "next"
+    await second.aclose()
+    peers = [request.peer for request in scripted_server.requests]
+    assert len(peers) == 2 and peers[0] == peers[1]
+
+
+async def test_a_stream_left_open_after_done_still_ends_the_answer(scripted_server, make_llm):
+    """A server that keeps the response open after ``[DONE]`` must not hold the answer back:
+    the client waits only briefly for the body's end, then drops that connection."""
+    scripted_server.push({"content": "answer", "hang_after_done": 30})
+    llm = make_llm()
+    deltas = await asyncio.wait_for(_collect(llm.stream_chat(USER)), 10)  # not the 30 s
+    assert "".join(d.content for d in deltas) == "answer"
+    assert deltas[-1].finish_reason == "stop"
+
+
+async def _collect(deltas: AsyncIterator[ChatDelta]) -> list[ChatDelta]:
+    return [delta async for delta in deltas]
+
+
 async def test_more_concurrent_streams_than_httpx_default_pool_all_reach_the_provider(
     scripted_server, make_llm
 ):
