@@ -144,14 +144,29 @@ def message_post(*, conversation: Conversation, user, content: str) -> tuple[Mes
             code="too_large",
             extra={"content": [f"At most {limit} characters."]},
         )
-    current = active_run(conversation=conversation)
-    if current is not None and _is_stale(current):
-        run_sweep_stale(conversation=conversation)  # a dead run must not take the message
+    try:
+        return _message_save(conversation=conversation, user=user, content=content)
+    except _StaleActiveRun:
+        # A dead run must not take the message: sweep it (outside the lock, it publishes),
+        # then save the message again, starting a new run.
+        run_sweep_stale(conversation=conversation)
+        return _message_save(conversation=conversation, user=user, content=content, retry=True)
+
+
+class _StaleActiveRun(Exception):
+    """The conversation's active run stopped heart-beating (rolls the save back)."""
+
+
+def _message_save(
+    *, conversation: Conversation, user, content: str, retry: bool = False
+) -> tuple[Message, Run, bool]:
     with transaction.atomic():
         # Allocating the message number locks the conversation first, so two posts
         # cannot both start a run: the second sees the first one's run.
         seq = _next_message_seq(conversation.pk)
         current = active_run(conversation=conversation)
+        if current is not None and not retry and _is_stale(current):
+            raise _StaleActiveRun
         if current is not None:
             message = message_create(
                 conversation=conversation,

@@ -99,6 +99,27 @@ def test_stale_running_run_is_swept_as_interrupted(user, chat_model, no_launch):
     assert channels[-1] == "error"
 
 
+def test_a_message_to_a_conversation_whose_run_died_starts_a_new_run(user, chat_model, no_launch):
+    """A run whose worker stopped heart-beating must not swallow the follow-up."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    conversation = services.conversation_create(owner=user)
+    _, dead, _ = services.message_post(conversation=conversation, user=user, content="go")
+    Run.objects.filter(pk=dead.pk).update(
+        status=Run.Status.RUNNING, heartbeat_at=timezone.now() - timedelta(minutes=10)
+    )
+    message, run, injected = services.message_post(
+        conversation=conversation, user=user, content="are you there?"
+    )
+    dead.refresh_from_db()
+    assert dead.status == Run.Status.FAILED and "interrupted" in dead.error
+    assert not injected and run.pk != dead.pk and run.status == Run.Status.QUEUED
+    assert message.run_id == run.pk and message.kind == "chat"
+    assert list(conversation.messages.values_list("seq", flat=True)) == [1, 2]
+
+
 def test_search_by_title_and_content(user, chat_model, no_launch):
     a = services.conversation_create(owner=user, title="Trip planning")
     b = services.conversation_create(owner=user, title="Other")
