@@ -31,8 +31,8 @@ class DjangoHTTPApp:
 
     def __init__(self, *, threads: int | None = None) -> None:
         self.asgi_handler = get_asgi_application()
-        self.threads = threads or int(getattr(settings, "AGENTSITE_HTTP_THREADS", 8))
-        self.wsgi_handler = WSGIMiddleware(get_wsgi_application(), workers=self.threads)
+        threads = threads or int(getattr(settings, "AGENTSITE_HTTP_THREADS", 8))
+        self.wsgi_handler = WSGIMiddleware(get_wsgi_application(), workers=threads)
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         handler = self.asgi_handler if self.is_async_view(scope) else self.wsgi_handler

@@ -93,9 +93,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # short ORM calls a run makes (connect, PRAGMAs, Django's SQL functions).
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # A process-wide pool, not persistent connections: under ASGI each request's sync
-    # code runs in a thread of its own, so a per-thread persistent connection was never
-    # reused and every request opened one (a PostgreSQL server process each time).
+    # A process-wide pool, not persistent connections: the HTTP threads, the run threads
+    # and channels' own sync threads (websocket connects) share a bounded, health-checked
+    # set, instead of one connection (a PostgreSQL server process) held per thread.
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 2,
         "max_size": env.int("DB_POOL_SIZE", default=28),

@@ -2,10 +2,9 @@
 
 Embedded mode keeps the in-memory channel layer and the consumers on one event loop: the
 ASGI entry point binds that loop (:mod:`agentsite.serverloop`), and runs are created as
-tasks on it (with a strong
-reference so they are not garbage-collected mid-run). Without a bound loop (a Celery
-worker, management commands, a WSGI server) a private background loop thread is used
-instead: every run of the process shares it.
+tasks on it (with a strong reference so they are not garbage-collected mid-run). Without a
+bound loop (a Celery worker, management commands, a WSGI server) a private background loop
+thread is used instead: every run of the process shares it.
 """
 
 from __future__ import annotations

@@ -150,7 +150,9 @@ def message_post(*, conversation: Conversation, user, content: str) -> tuple[Mes
         # A dead run must not take the message: sweep it (outside the lock, it publishes),
         # then save the message again, starting a new run.
         run_sweep_stale(conversation=conversation)
-        return _message_save(conversation=conversation, user=user, content=content, retry=True)
+        return _message_save(
+            conversation=conversation, user=user, content=content, check_stale=False
+        )
 
 
 class _StaleActiveRun(Exception):
@@ -158,14 +160,14 @@ class _StaleActiveRun(Exception):
 
 
 def _message_save(
-    *, conversation: Conversation, user, content: str, retry: bool = False
+    *, conversation: Conversation, user, content: str, check_stale: bool = True
 ) -> tuple[Message, Run, bool]:
     with transaction.atomic():
         # Allocating the message number locks the conversation first, so two posts
         # cannot both start a run: the second sees the first one's run.
         seq = _next_message_seq(conversation.pk)
         current = active_run(conversation=conversation)
-        if current is not None and not retry and _is_stale(current):
+        if current is not None and check_stale and _is_stale(current):
             raise _StaleActiveRun
         if current is not None:
             message = message_create(
