@@ -1,9 +1,11 @@
 """A Redis connection pool per server and process for Django's cache (team mode).
 
-Under ASGI, Django runs each request's sync code in a thread of its own, and its cache
-handler makes one cache object per thread, each with its own connection pool: every
-request opened a new Redis connection for its session. Given as the cache's
-``pool_class``, this hands every cache object the process's one pool for that server.
+Django's cache handler makes one cache object per thread, each with its own connection
+pool, and a server's sync code runs on several threads (the HTTP pool, channels' sync
+threads, the run threads): each would open and keep Redis connections of its own. When
+Django's ASGI handler still ran every request on a new thread, that meant a new Redis
+connection per page load. Given as the cache's ``pool_class``, this hands every cache
+object the process's one pool for that server.
 """
 
 from __future__ import annotations
