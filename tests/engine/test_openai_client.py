@@ -618,8 +618,7 @@ async def test_clients_built_one_after_another_reuse_the_providers_connection(
     second = make_llm()
     assert (await second.chat(USER)).content == "second"
     await second.aclose()
-    peers = [request.peer for request in scripted_server.requests]
-    assert len(peers) == 2 and peers[0] == peers[1]
+    assert_one_connection(scripted_server, requests=2)
 
 
 async def test_a_streamed_answer_leaves_its_connection_for_the_next_run(scripted_server, make_llm):
@@ -627,15 +626,14 @@ async def test_a_streamed_answer_leaves_its_connection_for_the_next_run(scripted
     connection (to a real provider: a new TCP and TLS handshake on every message)."""
     scripted_server.push({"content": "streamed answer", "chunks": ["streamed ", "answer"]}, "next")
     first = make_llm()
-    deltas = [delta async for delta in first.stream_chat(USER)]
+    deltas = await _collect(first.stream_chat(USER))
     assert "".join(d.content for d in deltas) == "streamed answer"
     assert deltas[-1].finish_reason == "stop"
     await first.aclose()
     second = make_llm()
     assert (await second.chat(USER)).content == "next"
     await second.aclose()
-    peers = [request.peer for request in scripted_server.requests]
-    assert len(peers) == 2 and peers[0] == peers[1]
+    assert_one_connection(scripted_server, requests=2)
 
 
 async def test_a_stream_left_open_after_done_still_ends_the_answer(scripted_server, make_llm):
@@ -650,6 +648,12 @@ async def test_a_stream_left_open_after_done_still_ends_the_answer(scripted_serv
 
 async def _collect(deltas: AsyncIterator[ChatDelta]) -> list[ChatDelta]:
     return [delta async for delta in deltas]
+
+
+def assert_one_connection(server: ScriptedServer, *, requests: int) -> None:
+    """The server saw ``requests`` requests, all on one TCP connection (one client port)."""
+    peers = [request.peer for request in server.requests]
+    assert len(peers) == requests and len(set(peers)) == 1, peers
 
 
 async def test_more_concurrent_streams_than_httpx_default_pool_all_reach_the_provider(
