@@ -78,25 +78,28 @@ def conversation_set_model(
     return conversation
 
 
-def _next_message_seq(conversation_id: int) -> int:
+def _next_message_seq(conversation_id: int, *, title_if_untitled: str = "") -> tuple[int, str]:
     """Allocate the next per-conversation message number; locks the conversation's row
     until the transaction ends (PostgreSQL; SQLite's write transaction locks the file).
 
     One ``UPDATE ... RETURNING`` (PostgreSQL, SQLite 3.35+): the ORM's update cannot
-    return the new value, and a second query for it ran on every message.
+    return the new value, and a second query for it ran on every message. The same
+    statement titles a conversation that has no title yet with ``title_if_untitled`` (a
+    new chat's first message: one query less). Returns the number and the current title.
     """
     meta = Conversation._meta
     updated_at = meta.get_field("updated_at").get_db_prep_value(timezone.now(), connection)
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {meta.db_table} SET last_message_seq = last_message_seq + 1, "
-            "updated_at = %s WHERE id = %s RETURNING last_message_seq",
-            [updated_at, conversation_id],
+            "updated_at = %s, title = CASE WHEN title = '' THEN %s ELSE title END "
+            "WHERE id = %s RETURNING last_message_seq, title",
+            [updated_at, title_if_untitled, conversation_id],
         )
         row = cursor.fetchone()
     if row is None:
         raise Conversation.DoesNotExist(f"conversation {conversation_id} does not exist")
-    return row[0]
+    return row[0], row[1]
 
 
 def message_create(
@@ -121,7 +124,7 @@ def message_create(
         return Message.objects.create(conversation=conversation, seq=seq, **fields)
     # No savepoint inside a caller's transaction: nothing here is retried on its own.
     with transaction.atomic(savepoint=False):
-        seq = _next_message_seq(conversation.pk)
+        seq, _title = _next_message_seq(conversation.pk)
         return Message.objects.create(conversation=conversation, seq=seq, **fields)
 
 
@@ -165,7 +168,9 @@ def _message_save(
     with transaction.atomic():
         # Allocating the message number locks the conversation first, so two posts
         # cannot both start a run: the second sees the first one's run.
-        seq = _next_message_seq(conversation.pk)
+        seq, conversation.title = _next_message_seq(
+            conversation.pk, title_if_untitled=_title_from(content)
+        )
         current = active_run(conversation=conversation)
         if current is not None and check_stale and _is_stale(current):
             raise _StaleActiveRun
@@ -184,9 +189,6 @@ def _message_save(
         message = message_create(
             conversation=conversation, seq=seq, role=Message.Role.USER, content=content
         )
-        if not conversation.title:
-            conversation.title = _title_from(content)
-            conversation.save(update_fields=["title", "updated_at"])
         refusal = _quota_refusal(user)
         run = Run.objects.create(conversation=conversation, trigger_message=message)
         message.run = run

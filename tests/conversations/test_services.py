@@ -6,7 +6,7 @@ import pytest
 
 from agentsite.errors import ApplicationError
 from conversations import selectors, services
-from conversations.models import Message, Run
+from conversations.models import Conversation, Message, Run
 
 pytestmark = pytest.mark.django_db
 
@@ -34,6 +34,18 @@ def test_first_message_saves_creates_run_and_titles(
     assert no_launch == [run.pk]  # enqueued only after commit
     conversation.refresh_from_db()
     assert conversation.title == "What is 2+2?"
+
+
+def test_a_first_message_never_overwrites_a_title_given_meanwhile(user, chat_model, no_launch):
+    conversation = services.conversation_create(owner=user)
+    loaded_before_rename = Conversation.objects.get(pk=conversation.pk)
+    services.conversation_rename(conversation=conversation, title="Renamed")
+
+    services.message_post(conversation=loaded_before_rename, user=user, content="hello there")
+
+    conversation.refresh_from_db()
+    assert conversation.title == "Renamed"
+    assert loaded_before_rename.title == "Renamed"  # what the page's title field shows
 
 
 def test_message_during_active_run_becomes_pinned_inject(user, chat_model, no_launch):
