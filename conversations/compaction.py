@@ -47,17 +47,26 @@ class LoadResult:
 
 
 def history_load(*, run: Run) -> StoredHistory:
-    """Earlier user/assistant messages before the run's trigger, plus the latest summary."""
+    """Earlier user/assistant messages before the run's trigger, plus the latest summary.
+
+    A conversation's first message has nothing before it, and a summary only ever covers
+    earlier messages: those runs (every new chat's first) start without these queries.
+    """
     qs = Message.objects.filter(conversation_id=run.conversation_id).exclude(
         kind=Message.Kind.INJECT, delivered_at__isnull=True
     )
     if run.trigger_message_id:
-        qs = qs.filter(seq__lt=run.trigger_message.seq)
+        trigger_seq = run.trigger_message.seq
+        if trigger_seq <= 1:
+            return StoredHistory([], [], None)
+        qs = qs.filter(seq__lt=trigger_seq)
     seqs, messages = [], []
     for m in qs.order_by("seq").only("seq", "role", "content", "pinned"):
         if m.role in (Message.Role.USER, Message.Role.ASSISTANT) and m.content:
             seqs.append(m.seq)
             messages.append(ChatMessage(role=m.role, content=m.content, pinned=m.pinned))
+    if not messages:
+        return StoredHistory(seqs, messages, None)
     # The latest summary; explicit order: the model's default joins the conversation.
     summary = (
         CompactionSummary.objects.filter(conversation_id=run.conversation_id)

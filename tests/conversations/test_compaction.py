@@ -133,3 +133,19 @@ async def test_pin_passes_to_engine(user, chat_model, llm_server):
     history = await sync_to_async(history_load)(run=run)
     assert [(m.content, m.pinned) for m in history.messages] == [("remember me", True)]
     assert await Message.objects.filter(pinned=True).acount() == 1
+
+
+def test_a_first_message_runs_with_no_history_and_no_history_queries(
+    user, chat_model, django_assert_num_queries
+):
+    from conversations.compaction import history_load
+    from conversations.models import Run
+
+    conversation = services.conversation_create(owner=user)
+    _, run, _ = services.message_post(conversation=conversation, user=user, content="hello")
+    run = Run.objects.select_related("trigger_message").get(pk=run.pk)
+
+    with django_assert_num_queries(0):
+        history = history_load(run=run)
+
+    assert history.messages == [] and history.summary is None
