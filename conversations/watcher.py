@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.db import connections
 from django.utils import timezone
 
 from agentsite import serverloop
@@ -34,6 +35,7 @@ logger = logging.getLogger(__name__)
 
 WAKE_DEBOUNCE = 0.01  # a burst of wake-ups becomes one tick
 HEARTBEAT_INTERVAL = 5.0
+IDLE_POLLS_BEFORE_EXIT = 30  # the thread ends after this many fallback intervals without runs
 WAKE_GROUP = "agentsite.run-wake"
 
 Deliver = Callable[[int, str], None]
@@ -115,7 +117,23 @@ class RunPoller:
             with contextlib.suppress(Exception):
                 await layer.group_discard(WAKE_GROUP, channel)
 
+    def is_running(self) -> bool:
+        """Whether the polling thread is alive (it ends a while after the last run)."""
+        with self._lock:
+            return self._thread is not None and self._thread.is_alive()
+
     def _run(self) -> None:
+        """The polling thread. It hands its database connections back when it ends: with
+        PostgreSQL's pool, a connection a finished thread still held never came back, and
+        after ``DB_POOL_SIZE`` quiet spells every query of the process waited and failed.
+        """
+        try:
+            self._poll()
+        finally:
+            connections.close_all()  # this thread's own
+
+    def _poll(self) -> None:
+        idle_since: float | None = None
         while True:
             woken = self._woken.wait(fallback_interval())
             if woken:
@@ -123,10 +141,17 @@ class RunPoller:
             self._woken.clear()
             with self._lock:
                 watched = dict(self._runs)
-                if not watched:
-                    self._thread = None
-                    return
                 due, self._due = self._due, set()
+                if not watched:
+                    # Linger: the next run reuses this thread and its connection instead
+                    # of starting (and connecting) anew after every short pause.
+                    idle_since = idle_since or time.monotonic()
+                    linger = IDLE_POLLS_BEFORE_EXIT * fallback_interval()
+                    if time.monotonic() - idle_since >= linger:
+                        self._thread = None
+                        return
+                    continue
+                idle_since = None
             # Every run is checked at least once per fallback interval, woken or not.
             full = not woken or time.monotonic() - self._last_full_check >= fallback_interval()
             if full:
