@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from celery import Celery
-from celery.signals import worker_init
+from celery.signals import worker_init, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 
@@ -23,3 +23,10 @@ def _tune_worker(**_kwargs: object) -> None:
     from agentsite.runtime import tune_for_streaming
 
     tune_for_streaming()
+
+
+@worker_ready.connect
+def _freeze_worker_heap(**_kwargs: object) -> None:
+    from agentsite.runtime import freeze_startup_heap
+
+    freeze_startup_heap()

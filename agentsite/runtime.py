@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 
 from django.conf import settings
+from django.urls import get_resolver
 
 
 def tune_for_streaming() -> None:
@@ -18,3 +20,17 @@ def tune_for_streaming() -> None:
     interval_ms = float(getattr(settings, "AGENTSITE_GIL_SWITCH_MS", 1.0))
     if interval_ms > 0:
         sys.setswitchinterval(interval_ms / 1000)
+
+
+def freeze_startup_heap() -> None:
+    """Leave everything the process allocated while starting out of later collections.
+
+    A full garbage collection walks every tracked object, and a process with Django, the
+    app (and Celery) loaded holds hundreds of thousands that live as long as it does: in a
+    worker streaming one answer a full collection took 90-95 ms, during which no frame
+    moved. ``gc.freeze()`` moves them to the permanent generation; what is left to walk is
+    what the process allocated since. Collected first, so no start-up garbage is kept.
+    """
+    get_resolver().url_patterns  # noqa: B018 (imports every view module now, not mid-request)
+    gc.collect()
+    gc.freeze()
