@@ -18,7 +18,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from agentsite import serverloop  # noqa: E402
 from agentsite.http import DjangoHTTPApp  # noqa: E402
-from agentsite.runtime import freeze_startup_heap, tune_for_streaming  # noqa: E402
+from agentsite.runtime import tune_for_streaming, tune_garbage_collection  # noqa: E402
 from conversations.routing import websocket_urlpatterns  # noqa: E402
 
 tune_for_streaming()
@@ -31,7 +31,7 @@ router = ProtocolTypeRouter(
         ),
     }
 )
-freeze_startup_heap()  # last: the app is built
+tune_garbage_collection()  # last: the app is built
 
 
 async def application(scope, receive, send):

@@ -27,6 +27,6 @@ def _tune_worker(**_kwargs: object) -> None:
 
 @worker_ready.connect
 def _freeze_worker_heap(**_kwargs: object) -> None:
-    from agentsite.runtime import freeze_startup_heap
+    from agentsite.runtime import tune_garbage_collection
 
-    freeze_startup_heap()
+    tune_garbage_collection()

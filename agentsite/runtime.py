@@ -22,7 +22,14 @@ def tune_for_streaming() -> None:
         sys.setswitchinterval(interval_ms / 1000)
 
 
-def freeze_startup_heap() -> None:
+# Young-generation collections once per this many new container objects (CPython: 700).
+# A worker streaming 100 answers ran 459 young and 41 middle collections in 20 s, 0.7 s of
+# GC in all; at 10,000 it ran 15 and 1, 0.13 s: most objects die before a collection
+# sees them, instead of being promoted to be walked again by the older ones.
+YOUNG_COLLECTION_THRESHOLD = 10_000
+
+
+def tune_garbage_collection() -> None:
     """Leave everything the process allocated while starting out of later collections.
 
     A full garbage collection walks every tracked object, and a process with Django, the
@@ -30,7 +37,10 @@ def freeze_startup_heap() -> None:
     worker streaming one answer a full collection took 90-95 ms, during which no frame
     moved. ``gc.freeze()`` moves them to the permanent generation; what is left to walk is
     what the process allocated since. Collected first, so no start-up garbage is kept.
+    Young collections then run less often (see ``YOUNG_COLLECTION_THRESHOLD``).
     """
     get_resolver().url_patterns  # noqa: B018 (imports every view module now, not mid-request)
     gc.collect()
     gc.freeze()
+    _young, *older = gc.get_threshold()
+    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *older)
