@@ -42,6 +42,7 @@ class RunSetup:
     llm: Any = None
     registry: Any = None
     setup_error: str = ""  # why the agent cannot be built (shown to the user)
+    followups_waiting: bool = False
 
 
 def _prepare(run_id: int, task_id: str = "") -> RunSetup | None:
@@ -88,6 +89,9 @@ def _claim(run_id: int, task_id: str = "") -> RunSetup | None:
         query=query,
         history=history,
         start_seq=conversation.last_event_seq,
+        # A message numbered after the trigger may be a follow-up for this run, saved
+        # while it was queued: the poller checks at once. Most runs have none.
+        followups_waiting=conversation.last_message_seq > (trigger.seq if trigger else 0),
     )
 
 
@@ -136,27 +140,35 @@ async def execute_run(
     run_id: int, *, token: CancelToken | None = None, task_id: str = ""
 ) -> str | None:
     """Execute one run end to end; returns its final status (None if it never started)."""
+    token = token or CancelToken()
+    queue = InterruptQueue()
+    inject_ids: list[int] = []  # the publisher's view renders Inject events against them
+
+    def deliver(message_id: int, content: str) -> None:
+        # The id first: the engine's Inject event for this text is rendered against it.
+        inject_ids.append(message_id)
+        queue.put(content)
+
+    # Watched before the claim: a Stop or follow-up saved from now on wakes the poller;
+    # one saved before is caught by the claim (Stop) or seen by it (follow-up, below).
+    await poller.watch(run_id, token, deliver)
     try:
         setup = await db(_prepare)(run_id, task_id)
     except Exception:
+        poller.forget(run_id)
         logger.exception("run %s could not start", run_id)
         await db(_fail_unstarted)(run_id)
         return Run.Status.FAILED
     if setup is None:
+        poller.forget(run_id)
         logger.info("run %s was cancelled before it started", run_id)
         return None
-    token = token or CancelToken()
+    if setup.followups_waiting:
+        poller.wake(run_id)
     publisher = RunPublisher(
         run_id=run_id, conversation_id=setup.conversation.pk, start_seq=setup.start_seq
     )
-    queue = InterruptQueue()
-
-    def deliver(message_id: int, content: str) -> None:
-        # The id first: the engine's Inject event for this text is rendered against it.
-        publisher.view.inject_ids.append(message_id)
-        queue.put(content)
-
-    poller.watch(run_id, token, deliver)
+    publisher.view.inject_ids = inject_ids
     started = time.perf_counter()
     status, error, result, llm = Run.Status.FAILED, "", None, None
     finished = False

@@ -58,9 +58,15 @@ class RunPoller:
         self._woken = threading.Event()
         self._due: set[int] = set()  # runs a wake-up asked to check at the next tick
         self._listeners: dict[asyncio.AbstractEventLoop, asyncio.Task] = {}
+        self._subscribed: dict[asyncio.AbstractEventLoop, asyncio.Event] = {}
 
-    def watch(self, run_id: int, token: CancelToken, deliver: Deliver) -> None:
-        """Poll for ``run_id`` until :meth:`forget`; ``deliver`` runs on the caller's loop."""
+    async def watch(self, run_id: int, token: CancelToken, deliver: Deliver) -> None:
+        """Poll for ``run_id`` until :meth:`forget`; ``deliver`` runs on the caller's loop.
+
+        Returns once wake-ups sent from other processes reach this loop too. What was
+        saved before is not checked here: the caller wakes the run if its claim saw a
+        follow-up (most runs have none, and a check cost a poll of two queries each).
+        """
         loop = asyncio.get_running_loop()
         with self._lock:
             self._runs[run_id] = _Watched(loop, token, deliver)
@@ -71,8 +77,12 @@ class RunPoller:
                 self._thread.start()
             listener = self._listeners.get(loop)
             if listener is None or listener.done():
-                self._listeners[loop] = loop.create_task(self._listen())
-        self.wake(run_id)  # a follow-up saved before the run started is delivered now
+                subscribed = asyncio.Event()
+                listener = loop.create_task(self._listen(subscribed))
+                self._listeners[loop] = listener
+                self._subscribed[loop] = subscribed
+            subscribed = self._subscribed[loop]
+        await subscribed.wait()
 
     def is_watching(self, run_id: int) -> bool:
         with self._lock:
@@ -86,6 +96,7 @@ class RunPoller:
             if watched is None or any(w.loop is watched.loop for w in self._runs.values()):
                 return
             listener = self._listeners.pop(watched.loop, None)
+            self._subscribed.pop(watched.loop, None)
         if listener is not None:
             listener.cancel()
 
@@ -100,13 +111,16 @@ class RunPoller:
             self._due.add(run_id)
         self._woken.set()
 
-    async def _listen(self) -> None:
+    async def _listen(self, subscribed: asyncio.Event) -> None:
         """Wake-ups sent by other processes (team mode) through the channel layer."""
         layer = get_channel_layer()
-        if layer is None:
-            return
-        channel = await layer.new_channel()
-        await layer.group_add(WAKE_GROUP, channel)
+        try:
+            if layer is None:
+                return
+            channel = await layer.new_channel()
+            await layer.group_add(WAKE_GROUP, channel)
+        finally:
+            subscribed.set()  # or failed: the fallback tick still finds the rows
         try:
             while True:
                 message = await layer.receive(channel)

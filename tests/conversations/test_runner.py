@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 
@@ -175,6 +176,82 @@ async def test_followup_during_tool_is_injected(user, chat_model, llm_server, no
     channels = await sync_to_async(event_list)(run)
     assert ("inject", "inject", None) in channels
     assert await Run.objects.filter(conversation=conversation).acount() == 1
+
+
+def wait_until_delivered(message: Message) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and message.delivered_at is None:
+        time.sleep(0.02)
+        message.refresh_from_db()
+
+
+@override_settings(AGENTSITE_RUN_POLL_SECONDS=600)  # only the start-up check can deliver it
+async def test_a_followup_sent_while_the_run_was_queued_reaches_it(
+    user, chat_model, llm_server, no_launch
+):
+    conversation = await sync_to_async(services.conversation_create)(owner=user)
+    _, run, _ = await sync_to_async(post)(conversation, user, "Shout hi")
+    followup, same_run, injected = await sync_to_async(post)(conversation, user, "Also say bye")
+    assert injected and same_run.pk == run.pk
+
+    def patient_shout(text: str) -> str:
+        wait_until_delivered(followup)  # the follow-up reaches the run while the tool runs
+        return text.upper()
+
+    register(
+        spec_for_tool(
+            Tool(
+                name="patient_shout",
+                description="Upper-cases text once follow-ups arrived.",
+                parameters={"type": "object", "properties": {"text": {"type": "string"}}},
+                func=patient_shout,
+            )
+        )
+    )
+    llm_server.push(
+        {"tool_calls": [{"name": "patient_shout", "arguments": {"text": "hi"}}]},
+        {"content": "HI and bye."},
+        {"content": "HI, and bye!"},
+    )
+
+    assert await execute_run(run.pk) == "succeeded"
+
+    second = llm_server.requests[1]["messages"]
+    assert "Also say bye" in second[-1]["content"]
+
+
+class PollerStatements(logging.Handler):
+    """SQL statements the background run poller ran."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.statements: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.threadName == "agentsite-run-poller" and getattr(record, "sql", None):
+            self.statements.append(str(record.sql))
+
+
+@override_settings(DEBUG=True, AGENTSITE_RUN_POLL_SECONDS=600)  # DEBUG: queries are logged
+async def test_a_run_nobody_wrote_to_starts_without_polling(
+    user, chat_model, llm_server, no_launch
+):
+    """Each start-up poll cost a thread wake-up and two queries, during the first LLM call."""
+    llm_server.push("Done.", "Final answer.")
+    conversation = await sync_to_async(services.conversation_create)(owner=user)
+    _, run, _ = await sync_to_async(post)(conversation, user, "hi")
+    statements = PollerStatements()
+    logger = logging.getLogger("django.db.backends")
+    level = logger.level
+    logger.addHandler(statements)
+    logger.setLevel(logging.DEBUG)
+    try:
+        assert await execute_run(run.pk) == "succeeded"
+    finally:
+        logger.removeHandler(statements)
+        logger.setLevel(level)
+
+    assert statements.statements == []
 
 
 async def test_unconfigured_model_fails_with_clear_message(user, no_launch, db):

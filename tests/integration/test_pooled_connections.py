@@ -44,7 +44,8 @@ SCRIPT = textwrap.dedent(
 
     async def watch_until_delivered(run_id):
         delivered = asyncio.Event()
-        poller.watch(run_id, CancelToken(), lambda message_id, content: delivered.set())
+        await poller.watch(run_id, CancelToken(), lambda message_id, content: delivered.set())
+        poller.wake(run_id)  # as the runner does when its claim saw a follow-up
         await asyncio.wait_for(delivered.wait(), timeout=20)
         poller.forget(run_id)
         while poller.is_running():  # the run ended; the poller thread ends too
