@@ -29,20 +29,26 @@ def _shout(text: str) -> str:
     return text.upper()
 
 
-register(
-    spec_for_tool(
-        Tool(
-            name="shout",
-            description="Upper-cases text (test tool).",
-            parameters={
-                "type": "object",
-                "properties": {"text": {"type": "string"}},
-                "required": ["text"],
-            },
-            func=_shout,
-        )
-    )
-)
+def register_text_tool(name: str, description: str, func) -> None:
+    """Register a test tool that takes one ``text`` argument."""
+    parameters = {
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"],
+    }
+    tool = Tool(name=name, description=description, parameters=parameters, func=func)
+    register(spec_for_tool(tool))
+
+
+register_text_tool("shout", "Upper-cases text (test tool).", _shout)
+
+
+def wait_until_delivered(message: Message) -> None:
+    """Until the run's poller delivered the follow-up (a tool waiting mid-run)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and message.delivered_at is None:
+        time.sleep(0.02)
+        message.refresh_from_db()
 
 
 def post(conversation, user, content):
@@ -142,24 +148,10 @@ async def test_followup_during_tool_is_injected(user, chat_model, llm_server, no
     def slow_tool(text: str) -> str:
         message, _, injected = post(conversation, user, "Also say bye")
         assert injected
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:  # wait until the worker picked it up
-            message.refresh_from_db()
-            if message.delivered_at is not None:
-                break
-            time.sleep(0.02)
+        wait_until_delivered(message)
         return text.upper()
 
-    register(
-        spec_for_tool(
-            Tool(
-                name="slow_shout",
-                description="Upper-cases text slowly.",
-                parameters={"type": "object", "properties": {"text": {"type": "string"}}},
-                func=slow_tool,
-            )
-        )
-    )
+    register_text_tool("slow_shout", "Upper-cases text slowly.", slow_tool)
     llm_server.push(
         {"tool_calls": [{"name": "slow_shout", "arguments": {"text": "hi"}}]},
         {"content": "HI and bye."},
@@ -178,13 +170,6 @@ async def test_followup_during_tool_is_injected(user, chat_model, llm_server, no
     assert await Run.objects.filter(conversation=conversation).acount() == 1
 
 
-def wait_until_delivered(message: Message) -> None:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and message.delivered_at is None:
-        time.sleep(0.02)
-        message.refresh_from_db()
-
-
 @override_settings(AGENTSITE_RUN_POLL_SECONDS=600)  # only the start-up check can deliver it
 async def test_a_followup_sent_while_the_run_was_queued_reaches_it(
     user, chat_model, llm_server, no_launch
@@ -198,16 +183,7 @@ async def test_a_followup_sent_while_the_run_was_queued_reaches_it(
         wait_until_delivered(followup)  # the follow-up reaches the run while the tool runs
         return text.upper()
 
-    register(
-        spec_for_tool(
-            Tool(
-                name="patient_shout",
-                description="Upper-cases text once follow-ups arrived.",
-                parameters={"type": "object", "properties": {"text": {"type": "string"}}},
-                func=patient_shout,
-            )
-        )
-    )
+    register_text_tool("patient_shout", "Upper-cases text once follow-ups arrived.", patient_shout)
     llm_server.push(
         {"tool_calls": [{"name": "patient_shout", "arguments": {"text": "hi"}}]},
         {"content": "HI and bye."},
