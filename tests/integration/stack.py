@@ -492,6 +492,29 @@ def _base_env(work: Path, extra_env: dict[str, str] | None) -> dict[str, str]:
     return env
 
 
+def run_on_fresh_postgres(
+    work: Path, script: str, extra_env: dict[str, str] | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    """Run a Python ``script`` (Django set up by it) against a fresh PostgreSQL database.
+
+    For code whose PostgreSQL path differs from SQLite's (the test suite's own database).
+    The script's exit code and output come back; the database is dropped afterwards.
+    """
+    database = provide_postgres(work)
+    try:
+        env = _base_env(work, {"DATABASE_URL": database.url, **(extra_env or {})})
+        return subprocess.run(
+            [PYTHON, "-c", script],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    finally:
+        database.cleanup()
+
+
 @contextlib.contextmanager
 def running_stack(
     *,

@@ -8,12 +8,11 @@ quiet that many times stopped working.
 
 from __future__ import annotations
 
-import subprocess
 import textwrap
 
 import pytest
 
-from tests.integration.stack import PYTHON, REPO, _base_env, provide_postgres
+from tests.integration.stack import run_on_fresh_postgres
 
 pytestmark = pytest.mark.integration
 
@@ -68,26 +67,14 @@ SCRIPT = textwrap.dedent(
 
 
 def test_a_process_keeps_its_database_after_more_quiet_spells_than_its_pool_holds(tmp_path):
-    database = provide_postgres(tmp_path)
-    try:
-        env = _base_env(
-            tmp_path,
-            {
-                "DATABASE_URL": database.url,
-                "DB_POOL_SIZE": "2",
-                "AGENTSITE_RUN_POLL_SECONDS": "0.02",  # the poller thread ends within 0.6 s
-            },
-        )
-        result = subprocess.run(
-            [PYTHON, "-c", SCRIPT],
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-    finally:
-        database.cleanup()
+    result = run_on_fresh_postgres(
+        tmp_path,
+        SCRIPT,
+        {
+            "DB_POOL_SIZE": "2",
+            "AGENTSITE_RUN_POLL_SECONDS": "0.02",  # the poller thread ends within 0.6 s
+        },
+    )
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     delivered = [line for line in result.stdout.splitlines() if line.endswith("delivered")]
     assert len(delivered) == QUIET_SPELLS
