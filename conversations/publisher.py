@@ -240,7 +240,7 @@ async def _flush_together(publishers: list[RunPublisher]) -> None:
 
 
 def _write_event_batches(batches: list[tuple[int, list[eventlog.Entry]]]) -> None:
-    """All rows in one ``executemany``, each conversation's high-water mark raised once.
+    """All rows in one transaction, each conversation's high-water mark raised once.
 
     Plain SQL on purpose: this runs twice a second for every streaming process, and the
     ORM's ``bulk_create`` (a model instance and per-field preparation per row) plus a
@@ -248,7 +248,7 @@ def _write_event_batches(batches: list[tuple[int, list[eventlog.Entry]]]) -> Non
     frame's path. Values still go through the fields' own database preparation (JSON and
     datetimes per backend).
     """
-    meta, conversation_meta = RunEvent._meta, Conversation._meta
+    meta = RunEvent._meta
     created_at = meta.get_field("created_at").get_db_prep_value(timezone.now(), connection)
     payload_field = meta.get_field("payload")
     rows = [
@@ -257,18 +257,46 @@ def _write_event_batches(batches: list[tuple[int, list[eventlog.Entry]]]) -> Non
         for conversation_id, batch in batches
         for seq, run_id, channel, payload in batch
     ]  # fmt: skip
-    marks = [(batch[-1][0], batch[-1][0], conversation_id) for conversation_id, batch in batches]
+    marks = [(conversation_id, batch[-1][0]) for conversation_id, batch in batches]
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.executemany(
-            f"INSERT INTO {meta.db_table} (run_id, conversation_id, seq, channel, payload, "
-            "created_at) VALUES (%s, %s, %s, %s, %s, %s)",
-            rows,
-        )
-        cursor.executemany(
-            f"UPDATE {conversation_meta.db_table} SET last_event_seq = CASE "
-            "WHEN last_event_seq > %s THEN last_event_seq ELSE %s END WHERE id = %s",
-            marks,
-        )
+        if connection.vendor == "postgresql":
+            _write_with_copy(cursor.cursor, rows, marks)
+        else:
+            _write_with_statements(cursor, rows, marks)
+
+
+_EVENT_COLUMNS = "run_id, conversation_id, seq, channel, payload, created_at"
+
+
+def _write_with_copy(cursor: Any, rows: list[tuple], marks: list[tuple[int, int]]) -> None:
+    """PostgreSQL: the rows in one ``COPY``, the marks in one ``UPDATE ... FROM unnest``.
+
+    A statement per row took 48 ms (15 ms of CPU) for the 550 rows of 50 streams' half
+    second, and while it ran a third of the tokens that came late at 50 streams were
+    waiting; ``COPY`` takes 14-19 ms (5-6 ms of CPU). ``cursor`` is psycopg's own.
+    """
+    with cursor.copy(f"COPY {RunEvent._meta.db_table} ({_EVENT_COLUMNS}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
+    cursor.execute(
+        f"UPDATE {Conversation._meta.db_table} AS c "
+        "SET last_event_seq = GREATEST(c.last_event_seq, v.seq) "
+        "FROM unnest(%s::bigint[], %s::bigint[]) AS v(id, seq) WHERE c.id = v.id",
+        [[conversation_id for conversation_id, _seq in marks], [seq for _id, seq in marks]],
+    )
+
+
+def _write_with_statements(cursor: Any, rows: list[tuple], marks: list[tuple[int, int]]) -> None:
+    """Other databases (SQLite): one ``executemany`` each for the rows and the marks."""
+    cursor.executemany(
+        f"INSERT INTO {RunEvent._meta.db_table} ({_EVENT_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s)",
+        rows,
+    )
+    cursor.executemany(
+        f"UPDATE {Conversation._meta.db_table} SET last_event_seq = CASE "
+        "WHEN last_event_seq > %s THEN last_event_seq ELSE %s END WHERE id = %s",
+        [(seq, seq, conversation_id) for conversation_id, seq in marks],
+    )
 
 
 def publish_events_sync(*, run: Run, events: list[AgentEvent]) -> None:
