@@ -57,8 +57,8 @@ class RunPoller:
         self._last_full_check = 0.0
         self._woken = threading.Event()
         self._due: set[int] = set()  # runs a wake-up asked to check at the next tick
-        self._listeners: dict[asyncio.AbstractEventLoop, asyncio.Task] = {}
-        self._subscribed: dict[asyncio.AbstractEventLoop, asyncio.Event] = {}
+        # Per loop: the wake-up listener's task, and the event set once it is subscribed.
+        self._listeners: dict[asyncio.AbstractEventLoop, tuple[asyncio.Task, asyncio.Event]] = {}
 
     async def watch(self, run_id: int, token: CancelToken, deliver: Deliver) -> None:
         """Poll for ``run_id`` until :meth:`forget`; ``deliver`` runs on the caller's loop.
@@ -76,13 +76,11 @@ class RunPoller:
                 )
                 self._thread.start()
             listener = self._listeners.get(loop)
-            if listener is None or listener.done():
+            if listener is None or listener[0].done():
                 subscribed = asyncio.Event()
-                listener = loop.create_task(self._listen(subscribed))
+                listener = (loop.create_task(self._listen(subscribed)), subscribed)
                 self._listeners[loop] = listener
-                self._subscribed[loop] = subscribed
-            subscribed = self._subscribed[loop]
-        await subscribed.wait()
+        await listener[1].wait()
 
     def is_watching(self, run_id: int) -> bool:
         with self._lock:
@@ -96,12 +94,12 @@ class RunPoller:
             if watched is None or any(w.loop is watched.loop for w in self._runs.values()):
                 return
             listener = self._listeners.pop(watched.loop, None)
-            self._subscribed.pop(watched.loop, None)
         if listener is not None:
-            listener.cancel()
+            listener[0].cancel()
 
     def wake(self, run_id: int) -> None:
-        """Check ``run_id`` now: a follow-up or a Stop for it was saved (or it just started).
+        """Check ``run_id`` now: a follow-up or a Stop for it was saved (or, seen at its
+        claim, while it was queued).
 
         A woken tick checks only the runs woken since the last one: a burst of run starts
         in a busy worker checked every watched run once per start (quadratic). The
