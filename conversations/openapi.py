@@ -188,6 +188,9 @@ sequence number), `event:` (the protocol channel) and `data:` (the JSON payload)
 - `inject`: `{type:"inject", content}`
 - `done`: `{answer, iterations, usage, elapsed}`
 - `error`: `{message, status}` (status `failed` or `cancelled`)
+- `followup`: `{run_id, messages: [{id, content, pinned}]}`, after a run's `done` or
+  `error`: follow-ups that reached it too late (e.g. while it wrote its answer) became
+  the questions of the new run `run_id`, whose events follow
 
 Resume with the `Last-Event-ID` header (browsers' EventSource sends it) or `?after=N`:
 every event after that id is replayed from the durable log, then live events follow,

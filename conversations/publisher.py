@@ -39,7 +39,12 @@ IDLE_GAP = 0.025
 # process is saturated, and deltas are batched even if they trickle in (each costs a frame).
 BUSY_PUBLISH_COST = 0.01
 FLUSH_INTERVAL = 0.5
-IMMEDIATE_FLUSH = {("step", "iteration", "start"), ("done", None, None), ("error", None, None)}
+IMMEDIATE_FLUSH = {
+    ("step", "iteration", "start"),
+    ("done", None, None),
+    ("error", None, None),
+    ("followup", None, None),
+}
 
 
 def conversation_group(conversation_id: int) -> str:
@@ -47,7 +52,7 @@ def conversation_group(conversation_id: int) -> str:
 
 
 def _flush_key(channel: str, payload: dict[str, Any]) -> tuple[str, Any, Any]:
-    if channel in ("done", "error"):
+    if channel in ("done", "error", "followup"):
         return (channel, None, None)
     return (channel, payload.get("type"), payload.get("status"))
 
@@ -72,6 +77,11 @@ class RunPublisher:
         self._flush_lock = asyncio.Lock()
 
     # public -------------------------------------------------------------------
+    @property
+    def next_seq(self) -> int:
+        """The number the next frame gets (with no delta pending, the next event's)."""
+        return self.seq + 1
+
     async def on_event(self, event: AgentEvent) -> None:
         """The engine's ``on_event`` callback."""
         if isinstance(event, AnswerDelta):

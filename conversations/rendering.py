@@ -75,6 +75,19 @@ class ToolCard:
 
 
 @dataclass
+class FollowupMessage:
+    """A follow-up moved to the run answering it, as the user-message partial shows it."""
+
+    id: int
+    content: str
+    pinned: bool = False
+
+    @property
+    def pk(self) -> int:
+        return self.id
+
+
+@dataclass
 class StepItem:
     """An entry of the steps area, in event order."""
 
@@ -97,6 +110,7 @@ class RunView:
     error: dict[str, Any] | None = None
     last_seq: int = 0
     assistant_message: Any = None
+    followup: dict[str, Any] | None = None  # the run answering left-over follow-ups
     _open: dict[tuple[int, str], deque[ToolCard]] = field(
         default_factory=lambda: defaultdict(deque)
     )
@@ -232,6 +246,24 @@ class RunView:
         self.items.append(item)
         return self._append(item, render)
 
+    def _on_followup(self, payload: dict[str, Any], render: bool) -> str:
+        self.followup = payload
+        return self.followup_frame() if render else ""
+
+    def followup_frame(self) -> str:
+        """The follow-ups this run left over, as user messages, and the run answering them
+        (in this run's "next" slot: a repeated frame replaces, never duplicates)."""
+        if not self.followup:
+            return ""
+        return _partial(
+            "followup",
+            {
+                "view": self,
+                "messages": [FollowupMessage(**m) for m in self.followup.get("messages", [])],
+                "next_view": RunView(run_id=self.followup["run_id"]),
+            },
+        )
+
     def _on_done(self, payload: dict[str, Any], render: bool) -> str:
         self.done = payload
         self.status_text = ""
@@ -280,8 +312,13 @@ def build_run_view(
     return view
 
 
-def render_run_block(view: RunView, run, *, pending_injects=(), oob: bool = False) -> str:
-    """The whole run block (steps, answer, footer) for a page load or a reconnect."""
-    return _partial(
+def render_run_block(
+    view: RunView, run, *, pending_injects=(), oob: bool = False, with_next_slot: bool = False
+) -> str:
+    """The whole run block (steps, answer, footer) for a page load or a reconnect;
+    ``with_next_slot`` adds the empty slot where a follow-up run will appear (once per
+    page: a reconnect's re-render must not empty a filled slot)."""
+    html = _partial(
         "run-block", {"view": view, "run": run, "pending_injects": pending_injects, "oob": oob}
     )
+    return html + _partial("run-next", {"view": view}) if with_next_slot else html

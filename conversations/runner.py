@@ -9,6 +9,7 @@ the token and delivers follow-ups (inject messages) to the engine's queue.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -17,15 +18,21 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from conversations import compaction
+from conversations import compaction, launcher
 from conversations.asyncdb import db
 from conversations.models import Conversation, Message, Run
 from conversations.publisher import RunPublisher
-from conversations.services import default_model_cached, message_create, run_start_followup
+from conversations.services import (
+    default_model_cached,
+    followups_left_over,
+    message_create,
+    next_message_seq,
+    run_create_followup,
+)
 from conversations.watcher import poller
 from engine import CancelledRun, CancelToken, InterruptQueue, LLMError, ReActAgent
 from engine.agent import AgentResult
-from engine.events import Compact, Done, ErrorEvent
+from engine.events import Compact, Done, ErrorEvent, Inject
 
 logger = logging.getLogger(__name__)
 
@@ -172,17 +179,25 @@ async def execute_run(
     started = time.perf_counter()
     status, error, result, llm = Run.Status.FAILED, "", None, None
     finished = False
+    taken_in = 0  # follow-ups the agent took in (one Inject event each, delivery order)
+    followup: tuple[Run, list[Message]] | None = None  # the run answering the others
 
     async def on_event(event) -> None:
-        nonlocal finished
+        nonlocal finished, taken_in, followup
+        if isinstance(event, Inject):
+            taken_in += 1
         if isinstance(event, Done) and result is not None:
             # The answer is saved and the run closed before the done frame goes out: the
             # live footer can pin the answer, and a message sent by someone who has seen
-            # "done" starts a new run instead of joining this one.
+            # "done" starts a new run instead of joining this one. That run may start
+            # before this one's last events are written: the close reserves the done
+            # frame's number, so the next run numbers its events after it.
+            await publisher.send_pending_delta()
             elapsed = time.perf_counter() - started
-            message = await db(_save_answer_and_finish)(
-                setup, event.answer, event.usage, result, elapsed
-            )
+            message, followup = await db(_save_answer_and_finish)(
+                setup, event.answer, event.usage, result, elapsed,
+                publisher.next_seq, inject_ids[:taken_in],
+            )  # fmt: skip
             publisher.view.assistant_message = message
             finished = True
         await publisher.on_event(event)
@@ -232,8 +247,11 @@ async def execute_run(
         await publisher.publish("error", ErrorEvent("Stopped.", "cancelled").to_dict())
     await publisher.close()
     if not finished:
-        await db(_finish_unanswered)(setup, status, error, result, elapsed)
-    await db(run_start_followup)(run=setup.run)
+        followup = await db(_finish_unanswered)(
+            setup, status, error, result, elapsed, inject_ids[:taken_in]
+        )
+    if followup is not None:
+        await _start_followup(publisher, *followup)
     logger.info(
         "run %s finished: %s in %.2fs, %d frames, %d log writes",
         run_id, status, elapsed, publisher.frames_sent, publisher.db_writes,
@@ -241,23 +259,47 @@ async def execute_run(
     return status
 
 
+async def _start_followup(publisher: RunPublisher, run: Run, messages: list[Message]) -> None:
+    """Announce the run answering this one's left-over follow-ups, then launch it: its
+    block is on the page (and its number reserved in the log) before its first frame."""
+    await publisher.publish(
+        "followup",
+        {
+            "run_id": run.pk,
+            "messages": [{"id": m.pk, "content": m.content, "pinned": m.pinned} for m in messages],
+        },
+    )
+    await publisher.close()
+    await asyncio.to_thread(launcher.launch, run.pk)
+
+
 def _readable(error: str) -> str:
     return error or "The run failed."
 
 
 def _save_answer_and_finish(
-    setup: RunSetup, answer: str, usage: dict, result: AgentResult, elapsed: float
-) -> Message:
+    setup: RunSetup,
+    answer: str,
+    usage: dict,
+    result: AgentResult,
+    elapsed: float,
+    done_seq: int,
+    taken_in: list[int],
+) -> tuple[Message, tuple[Run, list[Message]] | None]:
+    """Save the answer and close the run; ``done_seq`` is the number its done event will
+    have. Returns the message and the follow-up run, if any (see :func:`_finish`)."""
     with transaction.atomic():
+        seq, _title = next_message_seq(setup.conversation.pk, events_through=done_seq)
         message = message_create(
             conversation=setup.conversation,
+            seq=seq,
             role=Message.Role.ASSISTANT,
             content=answer,
             run=setup.run,
             usage=usage,
         )
-        _finish(setup, result.status, result.error or "", result, elapsed)
-    return message
+        followup = _finish(setup, result.status, result.error or "", result, elapsed, taken_in)
+    return message, followup
 
 
 def _fail_unstarted(run_id: int) -> None:
@@ -273,15 +315,18 @@ def _fail_unstarted(run_id: int) -> None:
 
 
 def _finish_unanswered(
-    setup: RunSetup, status: str, error: str, result: AgentResult | None, elapsed: float
-) -> None:
-    """Close a run that ended without an answer, holding the conversation's row lock as a
-    message post does (an answer's insert takes it too): a follow-up posted meanwhile is
-    either committed before the follow-up check that comes next, or sees the run closed
-    and starts a new one. Without the lock, PostgreSQL could leave it undelivered."""
+    setup: RunSetup,
+    status: str,
+    error: str,
+    result: AgentResult | None,
+    elapsed: float,
+    taken_in: list[int],
+) -> tuple[Run, list[Message]] | None:
+    """Close a run that ended without an answer (its events are all written by now);
+    returns the follow-up run, if any (see :func:`_finish`)."""
     with transaction.atomic():
         Conversation.objects.filter(pk=setup.conversation.pk).update(updated_at=timezone.now())
-        _finish(setup, status, error, result, elapsed)
+        return _finish(setup, status, error, result, elapsed, taken_in)
 
 
 def _finish(
@@ -290,7 +335,18 @@ def _finish(
     error: str,
     result: AgentResult | None,
     elapsed: float,
-) -> None:
+    taken_in: list[int],
+) -> tuple[Run, list[Message]] | None:
+    """Mark the run finished; its follow-ups other than ``taken_in`` become a new run.
+
+    Those were handed to the run too late, or while its answer was being written (the
+    poller delivers until the run ends): no model call of this run saw them. Called
+    holding the conversation's row lock, as a message post does (the caller's first
+    statement updates that row): a follow-up posted meanwhile either committed before
+    the query below, or sees this run closed and joins the new one (or starts its own).
+    Without the lock, PostgreSQL could leave it behind. Returns the new run, not yet
+    launched, with the messages it answers.
+    """
     usage = result.usage.to_dict() if result is not None else {}
     Run.objects.filter(pk=setup.run.pk).update(
         status=status,
@@ -305,3 +361,5 @@ def _finish(
 
         # The model the run was built with (the conversation may have switched since).
         usage_record(user=setup.user, model=setup.model, usage=usage)
+    left_over = followups_left_over(run_id=setup.run.pk, taken_in=taken_in)
+    return run_create_followup(run=setup.run, message_ids=left_over)

@@ -148,4 +148,6 @@ def catch_up_frames(*, conversation_id: int, after_seq: int) -> tuple[list[str],
             view.answer_text = answer.content
             view.assistant_message = answer
         frames.append(render_run_block(view, run, oob=True))
+        if view.followup:  # fills the slot after this run (the next run's block comes next)
+            frames.append(view.followup_frame())
     return frames, last_seq

@@ -78,23 +78,28 @@ def conversation_set_model(
     return conversation
 
 
-def _next_message_seq(conversation_id: int, *, title_if_untitled: str = "") -> tuple[int, str]:
+def next_message_seq(
+    conversation_id: int, *, title_if_untitled: str = "", events_through: int = 0
+) -> tuple[int, str]:
     """Allocate the next per-conversation message number; locks the conversation's row
     until the transaction ends (PostgreSQL; SQLite's write transaction locks the file).
 
     One ``UPDATE ... RETURNING`` (PostgreSQL, SQLite 3.35+): the ORM's update cannot
     return the new value, and a second query for it ran on every message. The same
     statement titles a conversation that has no title yet with ``title_if_untitled`` (a
-    new chat's first message: one query less). Returns the number and the current title.
+    new chat's first message: one query less) and raises the event numbers' high-water
+    mark to ``events_through`` (a run reserving its done event's number as it closes).
+    Returns the number and the current title.
     """
     meta = Conversation._meta
     updated_at = meta.get_field("updated_at").get_db_prep_value(timezone.now(), connection)
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {meta.db_table} SET last_message_seq = last_message_seq + 1, "
-            "updated_at = %s, title = CASE WHEN title = '' THEN %s ELSE title END "
+            "updated_at = %s, title = CASE WHEN title = '' THEN %s ELSE title END, "
+            "last_event_seq = CASE WHEN last_event_seq < %s THEN %s ELSE last_event_seq END "
             "WHERE id = %s RETURNING last_message_seq, title",
-            [updated_at, title_if_untitled, conversation_id],
+            [updated_at, title_if_untitled, events_through, events_through, conversation_id],
         )
         row = cursor.fetchone()
     if row is None:
@@ -115,7 +120,7 @@ def message_create(
     seq: int | None = None,
 ) -> Message:
     """Save a message under the next number; ``seq`` is one the caller's transaction has
-    already allocated with :func:`_next_message_seq`."""
+    already allocated with :func:`next_message_seq`."""
     fields = {
         "role": role, "kind": kind, "content": content, "run": run, "pinned": pinned,
         "reasoning": reasoning, "usage": usage or {},
@@ -124,7 +129,7 @@ def message_create(
         return Message.objects.create(conversation=conversation, seq=seq, **fields)
     # No savepoint inside a caller's transaction: nothing here is retried on its own.
     with transaction.atomic(savepoint=False):
-        seq, _title = _next_message_seq(conversation.pk)
+        seq, _title = next_message_seq(conversation.pk)
         return Message.objects.create(conversation=conversation, seq=seq, **fields)
 
 
@@ -168,7 +173,7 @@ def _message_save(
     with transaction.atomic():
         # Allocating the message number locks the conversation first, so two posts
         # cannot both start a run: the second sees the first one's run.
-        seq, conversation.title = _next_message_seq(
+        seq, conversation.title = next_message_seq(
             conversation.pk, title_if_untitled=_title_from(content)
         )
         current = active_run(conversation=conversation)
@@ -226,26 +231,42 @@ def _launch(run_id: int) -> None:
     launcher.launch(run_id)
 
 
-def run_start_followup(*, run: Run) -> Run | None:
-    """Turn follow-ups that arrived too late for ``run`` into the input of a new run."""
-    undelivered = Message.objects.filter(
-        run_id=run.pk, kind=Message.Kind.INJECT, delivered_at__isnull=True
+def followups_left_over(*, run_id: int, taken_in: list[int]) -> list[int]:
+    """Follow-ups sent to ``run_id`` other than the ones its agent took in (``taken_in``):
+    they came too late, or while the answer was being written."""
+    return list(
+        Message.objects.filter(run_id=run_id, kind=Message.Kind.INJECT)
+        .exclude(pk__in=taken_in)
+        .order_by("seq")
+        .values_list("pk", flat=True)
     )
-    if not undelivered.exists():  # the usual case: no write transaction needed
+
+
+def run_create_followup(*, run: Run, message_ids: list[int]) -> tuple[Run, list[Message]] | None:
+    """Make follow-ups ``run`` left over (:func:`followups_left_over`) the input of a new
+    run: they become ordinary messages of the conversation, the last one its query.
+
+    Call it in the transaction that closes ``run`` (a message posted next then joins the
+    new run). Not launched here: the caller launches it once ``run``'s last events are
+    out, so the page shows the new run before its first frame arrives.
+    """
+    if not message_ids:
         return None
-    with transaction.atomic():
-        pending = list(undelivered.select_for_update().order_by("seq"))
+    with transaction.atomic(savepoint=False):
+        pending = list(
+            Message.objects.select_for_update()
+            .filter(pk__in=message_ids, run_id=run.pk, kind=Message.Kind.INJECT)
+            .order_by("seq")
+        )
         if not pending:
             return None
         followup = Run.objects.create(
             conversation_id=run.conversation_id, trigger_message=pending[-1]
         )
-        # They become ordinary messages of the conversation, the last one the new query.
         Message.objects.filter(pk__in=[m.pk for m in pending]).update(
             run=followup, kind=Message.Kind.CHAT
         )
-        transaction.on_commit(lambda: _launch(followup.pk))
-    return followup
+    return followup, pending
 
 
 def run_cancel(*, run: Run) -> Run:

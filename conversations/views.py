@@ -82,7 +82,7 @@ def message_post(request: HttpRequest, conversation_id: int) -> HttpResponse:
         if not run.is_active:
             view.error = {"message": run.error, "status": run.status}
         html = render_to_string(f"{PARTIALS}#user-message", {"message": message}, request)
-        html += render_run_block(view, run)
+        html += render_run_block(view, run, with_next_slot=True)
         if message.seq == 1:  # the first message just titled this conversation instance
             html += render_to_string(
                 f"{PARTIALS}#title-input", {"conversation": conversation, "oob": True}, request

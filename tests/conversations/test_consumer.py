@@ -193,3 +193,36 @@ async def test_frames_keep_flowing_while_a_sync_view_holds_the_sync_thread(clien
         await busy
     await publisher.close()
     await socket.disconnect()
+
+
+async def test_reconnect_after_a_followup_run_started_shows_it_after_its_questions(
+    client, user, setup_run
+):
+    """The follow-up run's block reaches a page that missed the live frame (it has no
+    such block), in the slot after the run that left the follow-up over."""
+    conversation, run = await sync_to_async(setup_run)()
+    followup = await sync_to_async(services.message_post)(
+        conversation=conversation, user=user, content="and <why>?"
+    )
+    message, _, injected = followup
+    assert injected
+    second = await sync_to_async(
+        lambda: services.run_create_followup(run=run, message_ids=[message.pk])
+    )()
+    assert second is not None
+    cookie = await sync_to_async(login_cookie)(client, user)
+    publisher = RunPublisher(run_id=run.pk, conversation_id=conversation.pk, start_seq=0)
+    payload = {"run_id": second[0].pk, "messages": [{"id": message.pk, "content": message.content}]}
+    await publisher.publish("followup", payload)
+    await publisher.close()
+
+    socket = await open_socket(conversation.pk, cookie, after=0)
+    block = await socket.receive_from(timeout=2)
+    slot = await socket.receive_from(timeout=2)
+
+    assert f'id="run-{run.pk}"' in block
+    assert f'id="next-{run.pk}"' in slot and 'hx-swap-oob="outerHTML"' in slot
+    assert slot.index(f'id="msg-{message.pk}"') < slot.index(f'id="run-{second[0].pk}"')
+    assert "and &lt;why&gt;?" in slot
+    assert f'id="next-{second[0].pk}"' in slot  # where a follow-up of that run would go
+    await socket.disconnect()

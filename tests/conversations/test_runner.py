@@ -13,7 +13,7 @@ from channels.layers import get_channel_layer
 from django.test import override_settings
 
 from conversations import services
-from conversations.models import Message, Run, RunEvent
+from conversations.models import Conversation, Message, Run, RunEvent
 from conversations.publisher import conversation_group
 from conversations.runner import execute_run
 from engine import Tool
@@ -287,3 +287,93 @@ async def test_run_is_closed_before_its_done_frame(user, chat_model, llm_server,
 
     assert status_at_done == "succeeded"
     assert not injected and second.pk != run.pk
+
+
+async def test_a_run_started_at_the_previous_ones_done_numbers_its_events_after_it(
+    user, chat_model, llm_server, no_launch
+):
+    """A message sent the moment a run is closed starts the next run while the closed
+    run's last events may still be unwritten: the new run's events are numbered after
+    them (same numbers collide in the log and live clients drop the later frame)."""
+    conversation, run, layer, channel = await posted_run_with_listener(user, llm_server)
+
+    running = asyncio.ensure_future(execute_run(run.pk))
+    while (done := await layer.receive(channel))["channel"] != "done":
+        pass
+    # Read before the done event's own log write can have committed.
+    marked = await sync_to_async(
+        lambda: Conversation.objects.values_list("last_event_seq", flat=True).get(
+            pk=conversation.pk
+        ),
+        thread_sensitive=False,
+    )()
+    llm_server.push("Done.", "Second answer.")
+    _, second, _ = await sync_to_async(post)(conversation, user, "next question")
+    assert await execute_run(second.pk) == "succeeded"
+    await running
+
+    assert marked >= done["seq"]
+    second_frames = []
+    while True:
+        message = await layer.receive(channel)
+        second_frames.append(message)
+        if message["channel"] == "done":
+            break
+    assert {m["run_id"] for m in second_frames} == {second.pk}
+    assert min(m["seq"] for m in second_frames) > done["seq"]
+    stored = [e.seq async for e in RunEvent.objects.filter(conversation=conversation)]
+    assert len(stored) == len(set(stored))
+
+
+async def test_a_followup_sent_while_the_answer_streams_starts_the_next_run(
+    user, chat_model, llm_server, monkeypatch
+):
+    """The answer is already being written when it arrives: the model never sees it in
+    this run, so it becomes the next run's question (it is not marked as taken in)."""
+    launched: list[int] = []
+    frames_at_launch: list[int] = []
+
+    def launch(run_id: int) -> None:
+        launched.append(run_id)
+        frames_at_launch.append(len(frames))
+
+    monkeypatch.setattr("conversations.launcher.launch", launch)
+    frames: list[dict] = []
+    llm_server.push(
+        "Done.", {"content": "Final answer.", "chunks": ["Final ", "answer."], "chunk_delay": 0.3}
+    )
+    conversation = await sync_to_async(services.conversation_create)(owner=user)
+    _, run, _ = await sync_to_async(post)(conversation, user, "hi")
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(conversation_group(conversation.pk), channel)
+    launched.clear()  # this run: the test executes it
+    frames_at_launch.clear()
+
+    async def listen() -> None:
+        while True:
+            frames.append(await layer.receive(channel))
+
+    listening = asyncio.ensure_future(listen())
+    running = asyncio.ensure_future(execute_run(run.pk))
+    while not any(f["channel"] == "answer" for f in frames):
+        await asyncio.sleep(0.01)
+    followup, same_run, injected = await sync_to_async(post)(conversation, user, "And why?")
+    assert injected and same_run.pk == run.pk
+    assert await running == "succeeded"
+    while not any(f["channel"] == "followup" for f in frames):
+        await asyncio.sleep(0.01)
+    listening.cancel()
+
+    followup_run = await Run.objects.exclude(pk=run.pk).aget(conversation=conversation)
+    assert followup_run.trigger_message_id == followup.pk
+    assert len(llm_server.requests) == 2  # this run's two calls; neither saw the follow-up
+    # The page gets the question and the new run's block, then the run is launched.
+    announced = [f for f in frames if f["channel"] == "followup"]
+    assert len(announced) == 1 and announced[0]["run_id"] == run.pk
+    assert f'id="inject-{followup.pk}" hx-swap-oob="delete"' in announced[0]["html"]
+    assert f'id="msg-{followup.pk}"' in announced[0]["html"]
+    assert f'id="run-{followup_run.pk}"' in announced[0]["html"]
+    assert launched == [followup_run.pk]
+    assert frames_at_launch == [frames.index(announced[0]) + 1]
+    assert announced[0]["seq"] > max(f["seq"] for f in frames if f["channel"] == "done")

@@ -344,6 +344,45 @@ def test_follow_up_is_injected_and_answered(
     assert interrupt.startswith("[USER INTERRUPT]") and follow_up in interrupt, interrupt
 
 
+def test_follow_up_sent_while_the_answer_streams_is_answered_next(
+    chat_page: Page, llm: ScriptedLLM, screenshot: Screenshot
+) -> None:
+    """Too late for the agent (it is writing its answer): the follow-up becomes the next
+    run's question, and that run appears and streams without a reload."""
+    follow_up = "And in Roman numerals?"
+    llm.script(
+        {"content": "17*3 = 51."},
+        {"chunks": ["17 × 3 ", "= ", "51."], "chunk_delay": 0.7},
+        {"content": "LI."},
+        {"chunks": ["In Roman ", "numerals: LI."], "chunk_delay": 0.05},
+    )
+    new_conversation(chat_page)
+    send(chat_page, "What is 17*3?")
+    first = latest_run(chat_page)
+    expect(chat_page.locator(f"#answer-{first}")).to_contain_text("17 × 3")
+
+    send(chat_page, follow_up)
+    wait_finished(chat_page, first)
+    expect(chat_page.locator(f"#answer-{first}")).to_have_text("17 × 3 = 51.")
+    runs = chat_page.locator("#messages section.run")
+    expect(runs).to_have_count(2)
+    second = latest_run(chat_page)
+    wait_finished(chat_page, second)
+    expect(chat_page.locator(f"#answer-{second}")).to_have_text("In Roman numerals: LI.")
+    expect(chat_page.locator(".msg.user").last).to_contain_text(follow_up)
+    expect(chat_page.locator(".msg.inject")).to_have_count(0)
+    screenshot(chat_page)
+
+    chat_page.reload()  # the page rebuilt from the database shows the same
+    expect(runs).to_have_count(2)
+    expect(chat_page.locator(f"#answer-{second}")).to_have_text("In Roman numerals: LI.")
+    expect(chat_page.locator(".msg.user")).to_have_count(2)
+    expect(chat_page.locator(".msg.inject")).to_have_count(0)
+    requests = llm.requests()
+    assert len(requests) == 4, [r["messages"] for r in requests]
+    assert follow_up in requests[2]["messages"][-1]["content"]
+
+
 def test_stop_ends_a_long_run(chat_page: Page, llm: ScriptedLLM, screenshot: Screenshot) -> None:
     llm.script({"content": "Too late.", "delay": 60})
     new_conversation(chat_page)
