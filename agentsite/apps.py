@@ -4,13 +4,17 @@ from django.apps import AppConfig
 
 
 class AgentsiteConfig(AppConfig):
-    """Project-level hooks: system checks and the configuration cache's invalidation."""
+    """Project-level hooks: system checks, the configuration and user caches' invalidation."""
 
     name = "agentsite"
     verbose_name = "agentsite"
 
     def ready(self) -> None:
-        from agentsite import checks  # noqa: F401  (registers the checks)
-        from agentsite.configcache import connect_signals
+        from agentsite import (
+            auth,
+            checks,  # noqa: F401  (registers the checks)
+            configcache,
+        )
 
-        connect_signals()
+        configcache.connect_signals()
+        auth.connect_signals()

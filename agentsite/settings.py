@@ -159,6 +159,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "login"
+# ModelBackend with each request's user read through the cache (agentsite/auth.py).
+AUTHENTICATION_BACKENDS = ["agentsite.auth.CachedUserBackend"]
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"
 
