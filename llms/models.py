@@ -209,7 +209,7 @@ def abilities_problem(abilities: Any) -> str | None:
 
 
 class UsageRecord(models.Model):
-    """Tokens and runs of one user with one model on one day (upserted with F())."""
+    """Tokens and runs of one user with one model on one day (incremented in place)."""
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="llm_usage"

@@ -13,8 +13,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
 
@@ -291,29 +290,44 @@ def usage_record(
     """
     spent = _as_usage(usage)
     day = timezone.localdate()
-    increments = {
-        "prompt_tokens": F("prompt_tokens") + spent.prompt_tokens,
-        "completion_tokens": F("completion_tokens") + spent.completion_tokens,
-        "total_tokens": F("total_tokens") + spent.total_tokens,
-        "runs": F("runs") + runs,
-        "updated_at": timezone.now(),
-    }
-    rows = UsageRecord.objects.filter(user=user, model=model, day=day)
     with transaction.atomic(savepoint=False):  # the create below has its own savepoint
-        if not rows.update(**increments):
-            try:
-                with transaction.atomic():
-                    UsageRecord.objects.create(
-                        user=user,
-                        model=model,
-                        day=day,
-                        prompt_tokens=spent.prompt_tokens,
-                        completion_tokens=spent.completion_tokens,
-                        total_tokens=spent.total_tokens,
-                        runs=runs,
-                    )
-            except IntegrityError:
-                rows.update(**increments)
+        if _usage_add(user.pk, model, day, spent, runs):
+            return
+        try:
+            with transaction.atomic():
+                UsageRecord.objects.create(
+                    user=user,
+                    model=model,
+                    day=day,
+                    prompt_tokens=spent.prompt_tokens,
+                    completion_tokens=spent.completion_tokens,
+                    total_tokens=spent.total_tokens,
+                    runs=runs,
+                )
+        except IntegrityError:
+            _usage_add(user.pk, model, day, spent, runs)
+
+
+def _usage_add(user_id: int, model: LLMModel | None, day: Any, spent: Usage, runs: int) -> bool:
+    """The increments in one plain ``UPDATE``; whether today's row existed.
+
+    Every run ends with this: the ORM's update with four ``F()`` increments cost about
+    0.5 ms of CPU (expression resolution and copies), a few percent of a short run.
+    """
+    meta = UsageRecord._meta
+    day_value = meta.get_field("day").get_db_prep_value(day, connection)
+    now = meta.get_field("updated_at").get_db_prep_value(timezone.now(), connection)
+    model_match = "model_id IS NULL" if model is None else "model_id = %s"
+    params = [spent.prompt_tokens, spent.completion_tokens, spent.total_tokens, runs, now]
+    params += [user_id, day_value] + ([] if model is None else [model.pk])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {meta.db_table} SET prompt_tokens = prompt_tokens + %s, "
+            "completion_tokens = completion_tokens + %s, total_tokens = total_tokens + %s, "
+            f"runs = runs + %s, updated_at = %s WHERE user_id = %s AND day = %s AND {model_match}",
+            params,
+        )
+        return cursor.rowcount > 0
 
 
 def quota_check(*, user: Any) -> None:
