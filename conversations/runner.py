@@ -50,6 +50,7 @@ class RunSetup:
     registry: Any = None
     setup_error: str = ""  # why the agent cannot be built (shown to the user)
     followups_waiting: bool = False
+    trigger_seq: int = 0  # the number of the message that started the run
 
 
 def _prepare(run_id: int, task_id: str = "") -> RunSetup | None:
@@ -99,6 +100,7 @@ def _claim(run_id: int, task_id: str = "") -> RunSetup | None:
         # A message numbered after the trigger may be a follow-up for this run, saved
         # while it was queued: the poller checks at once. Most runs have none.
         followups_waiting=conversation.last_message_seq > (trigger.seq if trigger else 0),
+        trigger_seq=trigger.seq if trigger else 0,
     )
 
 
@@ -298,7 +300,12 @@ def _save_answer_and_finish(
             run=setup.run,
             usage=usage,
         )
-        followup = _finish(setup, result.status, result.error or "", result, elapsed, taken_in)
+        # Numbered right after the trigger: nobody wrote during the run, no follow-ups.
+        nothing_sent = seq == setup.trigger_seq + 1
+        followup = _finish(
+            setup, result.status, result.error or "", result, elapsed,
+            taken_in, check_followups=not nothing_sent,
+        )  # fmt: skip
     return message, followup
 
 
@@ -336,6 +343,8 @@ def _finish(
     result: AgentResult | None,
     elapsed: float,
     taken_in: list[int],
+    *,
+    check_followups: bool = True,
 ) -> tuple[Run, list[Message]] | None:
     """Mark the run finished; its follow-ups other than ``taken_in`` become a new run.
 
@@ -361,5 +370,7 @@ def _finish(
 
         # The model the run was built with (the conversation may have switched since).
         usage_record(user=setup.user, model=setup.model, usage=usage)
+    if not check_followups:
+        return None
     left_over = followups_left_over(run_id=setup.run.pk, taken_in=taken_in)
     return run_create_followup(run=setup.run, message_ids=left_over)
