@@ -52,13 +52,13 @@ def history_load(*, run: Run) -> StoredHistory:
     A conversation's first message has nothing before it, and a summary only ever covers
     earlier messages: those runs (every new chat's first) start without these queries.
     """
+    trigger_seq = run.trigger_message.seq if run.trigger_message_id else None
+    if trigger_seq is not None and trigger_seq <= 1:
+        return StoredHistory([], [], None)
     qs = Message.objects.filter(conversation_id=run.conversation_id).exclude(
         kind=Message.Kind.INJECT, delivered_at__isnull=True
     )
-    if run.trigger_message_id:
-        trigger_seq = run.trigger_message.seq
-        if trigger_seq <= 1:
-            return StoredHistory([], [], None)
+    if trigger_seq is not None:
         qs = qs.filter(seq__lt=trigger_seq)
     seqs, messages = [], []
     for m in qs.order_by("seq").only("seq", "role", "content", "pinned"):

@@ -18,6 +18,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from agentsite.auth import cached_user
 from conversations import compaction, launcher
 from conversations.asyncdb import db
 from conversations.models import Conversation, Message, Run
@@ -66,6 +67,14 @@ def _prepare(run_id: int, task_id: str = "") -> RunSetup | None:
     return setup
 
 
+RUN_SETUP_FIELDS = (
+    "id", "conversation_id", "trigger_message_id",
+    "conversation__id", "conversation__owner_id", "conversation__model_id",
+    "conversation__last_event_seq", "conversation__last_message_seq",
+    "trigger_message__id", "trigger_message__content", "trigger_message__seq",
+)  # fmt: skip
+
+
 def _claim(run_id: int, task_id: str = "") -> RunSetup | None:
     """Mark the run running (only if still queued) and load what it needs.
 
@@ -84,8 +93,14 @@ def _claim(run_id: int, task_id: str = "") -> RunSetup | None:
             status=Run.Status.CANCELLED, finished_at=now
         )
         return None
-    # The model row comes from the configuration cache (by the conversation's model_id).
-    run = Run.objects.select_related("conversation__owner", "trigger_message").get(pk=run_id)
+    # Only the columns a run reads (on SQLite every datetime column is parsed with a
+    # regular expression: the full rows cost 0.6 ms more), the owner from the user cache,
+    # the model row from the configuration cache (by the conversation's model_id).
+    run = (
+        Run.objects.select_related("conversation", "trigger_message")
+        .only(*RUN_SETUP_FIELDS)
+        .get(pk=run_id)
+    )
     conversation = run.conversation
     trigger = run.trigger_message
     query = trigger.content if trigger else ""
@@ -93,7 +108,7 @@ def _claim(run_id: int, task_id: str = "") -> RunSetup | None:
     return RunSetup(
         run=run,
         conversation=conversation,
-        user=conversation.owner,
+        user=cached_user(conversation.owner_id),
         query=query,
         history=history,
         start_seq=conversation.last_event_seq,

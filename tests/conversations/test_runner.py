@@ -196,16 +196,29 @@ async def test_a_followup_sent_while_the_run_was_queued_reaches_it(
     assert "Also say bye" in second[-1]["content"]
 
 
-class PollerStatements(logging.Handler):
-    """SQL statements the background run poller ran."""
+class Statements(logging.Handler):
+    """SQL statements run meanwhile (in any thread, or only in ``thread``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, thread: str = "") -> None:
         super().__init__()
+        self.thread = thread
         self.statements: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.threadName == "agentsite-run-poller" and getattr(record, "sql", None):
+        if getattr(record, "sql", None) and self.thread in ("", record.threadName):
             self.statements.append(str(record.sql))
+
+    def __enter__(self) -> Statements:
+        logger = logging.getLogger("django.db.backends")
+        self._level = logger.level
+        logger.addHandler(self)
+        logger.setLevel(logging.DEBUG)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        logger = logging.getLogger("django.db.backends")
+        logger.removeHandler(self)
+        logger.setLevel(self._level)
 
 
 @override_settings(DEBUG=True, AGENTSITE_RUN_POLL_SECONDS=600)  # DEBUG: queries are logged
@@ -216,18 +229,32 @@ async def test_a_run_nobody_wrote_to_starts_without_polling(
     llm_server.push("Done.", "Final answer.")
     conversation = await sync_to_async(services.conversation_create)(owner=user)
     _, run, _ = await sync_to_async(post)(conversation, user, "hi")
-    statements = PollerStatements()
-    logger = logging.getLogger("django.db.backends")
-    level = logger.level
-    logger.addHandler(statements)
-    logger.setLevel(logging.DEBUG)
-    try:
+    with Statements(thread="agentsite-run-poller") as statements:
         assert await execute_run(run.pk) == "succeeded"
-    finally:
-        logger.removeHandler(statements)
-        logger.setLevel(level)
 
     assert statements.statements == []
+
+
+@override_settings(DEBUG=True, AGENTSITE_RUN_POLL_SECONDS=600)  # DEBUG: queries are logged
+async def test_a_first_answer_takes_a_fixed_handful_of_queries(
+    user, chat_model, llm_server, no_launch
+):
+    """Claim, load, answer, close, event log: a column read that was not loaded, or a
+    query added per run, shows here (each costs 0.2-1 ms of a short run's CPU)."""
+    runs = []
+    for _ in range(3):  # the first two fill the configuration and user caches
+        llm_server.push("Done.", "Final answer.")
+        conversation = await sync_to_async(services.conversation_create)(owner=user)
+        runs.append((await sync_to_async(post)(conversation, user, "hi"))[1])
+    for warm_up in runs[:2]:  # (the first creates the tool configurations: a new token)
+        assert await execute_run(warm_up.pk) == "succeeded"
+
+    with Statements() as statements:
+        assert await execute_run(runs[2].pk) == "succeeded"
+
+    selects = [sql for sql in statements.statements if sql.upper().startswith("SELECT")]
+    assert len(selects) == 2, selects  # the claim's load, the configuration's token
+    assert len(statements.statements) <= 13, statements.statements
 
 
 async def test_unconfigured_model_fails_with_clear_message(user, no_launch, db):
