@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engine.cancel import CancelledRun
-from engine.llm.base import LLM
+from engine.llm.base import LLM, ascii_chars
 from engine.messages import ChatMessage
 
 __all__ = [
@@ -108,8 +108,8 @@ def hint_prompt(hint: str | None) -> str:
 
 
 def _text_tokens(text: str) -> float:
-    ascii_chars = sum(1 for ch in text if ord(ch) < 128)
-    return ascii_chars / 4 + (len(text) - ascii_chars) / 1.5
+    ascii_count = ascii_chars(text)
+    return ascii_count / 4 + (len(text) - ascii_count) / 1.5
 
 
 def _is_image_part(part: dict[str, Any]) -> bool:

@@ -55,6 +55,7 @@ from engine.llm.base import (
     LLMTimeoutError,
     RateLimitError,
     UnavailableError,
+    ascii_chars,
     default_abilities,
 )
 from engine.llm.netbackend import AsyncioHTTPTransport
@@ -93,9 +94,9 @@ def _estimate_text_tokens(text: str) -> int:
     """ASCII characters / 4, other characters / 1.5: a non-empty text is at least 1."""
     if not text:
         return 0
-    ascii_chars = sum(1 for ch in text if ord(ch) < 128)
-    other = len(text) - ascii_chars
-    return max(1, round(ascii_chars / 4 + other / 1.5))
+    ascii_count = ascii_chars(text)
+    other = len(text) - ascii_count
+    return max(1, round(ascii_count / 4 + other / 1.5))
 
 
 def estimate_usage(messages: Sequence[Mapping[str, Any]], completion: str) -> Usage:
