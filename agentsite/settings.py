@@ -121,7 +121,7 @@ if REDIS_URL:
     }
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "agentsite.cache.RedisCache",
             "LOCATION": REDIS_URL,
             "OPTIONS": {"pool_class": "agentsite.cache.SharedConnectionPool"},
         }
