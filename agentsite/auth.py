@@ -27,11 +27,7 @@ def user_cache_key(user_id: Any) -> str:
 
 
 def cached_user(user_id: Any) -> Any:
-    """The user with this id, from the cache or else the database; None if there is none.
-
-    Also what a run loads its owner with: on SQLite, parsing a user row's two datetime
-    columns made the owner half the cost of a run's start-up query.
-    """
+    """The user with this id, from the cache or else the database; None if there is none."""
     key = user_cache_key(user_id)
     user = cache.get(key)
     if user is None:
