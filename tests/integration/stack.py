@@ -33,7 +33,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -525,11 +525,13 @@ def running_stack(
     extra_env: dict[str, str] | None = None,
     private_postgres: bool = False,
     workers: int = 1,
+    daphne_prefix: Sequence[str] = (),
 ) -> Iterator[Stack]:
     """Start every process of ``mode`` (team or embedded); tear all of it down on exit.
 
     The database is migrated (``migrate`` plus a provider, a default model pointing at the
     scripted server, and a user) while daphne and the worker import, to save start-up time.
+    ``daphne_prefix`` runs daphne under a tool (e.g. ``valgrind --tool=callgrind ...``).
     """
     own_work = work is None
     work = Path(tempfile.mkdtemp(prefix=f"agentsite-{mode}-")) if work is None else work
@@ -576,7 +578,7 @@ def running_stack(
                 name = "worker" if number == 1 else f"worker{number}"
                 args = [*worker_args, "-n", f"it{llm_port}-{number}@%h"]
                 processes[name] = app_processes[name] = spawn(name, args, env=env, log_dir=work)
-        daphne_args = [PYTHON, "-m", "daphne", "-b", LOOPBACK, "-p", str(port)]
+        daphne_args = [*daphne_prefix, PYTHON, "-m", "daphne", "-b", LOOPBACK, "-p", str(port)]
         daphne_args.append("agentsite.asgi:application")
         daphne = spawn("daphne", daphne_args, env=env, log_dir=work)
         processes["daphne"] = app_processes["daphne"] = daphne

@@ -1,0 +1,109 @@
+"""CPU instructions per first-token run in daphne (embedded mode), counted by callgrind.
+
+Wall-clock CPU on a shared 2-core machine moves by ±30% between runs, so changes worth
+a few percent cannot be told apart by ``stream_latency.py``. Instruction counts can:
+valgrind's callgrind counts the instructions daphne executes (user space: not the
+kernel's share of waking up, sending, receiving), and the same code gives the same count
+within about 1%. Daphne starts under callgrind with counting off; after a warm-up the
+script turns counting on, runs N first-token exchanges one after another (websocket
+connect, message POST, two scripted LLM calls, the streamed answer, the done frame,
+websocket close), dumps the counters and prints the instructions per exchange.
+
+    .venv/bin/python benchmarks/first_token_instructions.py [--runs 40]
+
+Compare two commits by running it in a checkout of each. Needs valgrind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.stream_latency import DELTA, FINISHED, PRODUCTION_ENV  # noqa: E402
+from tests.integration.stack import Browser, Stack, running_stack  # noqa: E402
+
+WARM_UP_RUNS = 5
+
+
+async def exchange(browser: Browser, conversation_id: int) -> None:
+    """What a user's first message costs the server: socket, POST, streamed answer."""
+    async with browser.socket(conversation_id) as ws:
+        response = await browser.post(f"/c/{conversation_id}/messages/", {"content": "hi"})
+        response.raise_for_status()
+        seen_delta = False
+        async for frame in ws:
+            seen_delta = seen_delta or bool(DELTA.search(frame))
+            if FINISHED.search(frame) and 'class="run-status' in frame:
+                break
+        if not seen_delta:
+            raise RuntimeError("the answer never streamed")
+
+
+def total_instructions(directory: Path) -> int:
+    """The largest ``totals:``/``summary:`` figure of callgrind's dumps (the counted part)."""
+    total = 0
+    for dump in directory.glob("callgrind.*"):
+        for line in dump.read_text(errors="replace").splitlines():
+            if line.startswith(("totals:", "summary:")):
+                total = max(total, int(line.split()[1]))
+    return total
+
+
+async def measure(stack: Stack, runs: int, out: Path) -> int:
+    async with Browser(stack.base_url) as browser:
+        await browser.login()
+        stack.script(
+            reset=True, default={"content": "Done.", "chunks": ["w0 ", "w1 "], "chunk_delay": 0.02}
+        )
+        conversations = [await browser.new_conversation() for _ in range(WARM_UP_RUNS + runs)]
+        for conversation_id in conversations[:WARM_UP_RUNS]:
+            await exchange(browser, conversation_id)
+        pid = str(stack.daphne.pid)
+        subprocess.run(["callgrind_control", "--instr=on", pid], check=True, capture_output=True)
+        for conversation_id in conversations[WARM_UP_RUNS:]:
+            await exchange(browser, conversation_id)
+        subprocess.run(["callgrind_control", "--dump", pid], check=True, capture_output=True)
+    for _ in range(50):  # the dump is written asynchronously
+        if total_instructions(out):
+            break
+        await asyncio.sleep(0.1)
+    return total_instructions(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=40, help="measured exchanges")
+    args = parser.parse_args(argv)
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        parser.error("needs valgrind (Debian: apt-get install valgrind)")
+    out = Path(tempfile.mkdtemp(prefix="agentsite-callgrind-"))
+    prefix = [
+        "valgrind", "--tool=callgrind", "--instr-atstart=no",
+        f"--callgrind-out-file={out}/callgrind.%p",
+    ]  # fmt: skip
+    started = time.monotonic()
+    try:
+        with running_stack(
+            mode="embedded", concurrency=8, extra_env=PRODUCTION_ENV, daphne_prefix=prefix
+        ) as stack:
+            total = asyncio.run(measure(stack, args.runs, out))
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    print(
+        f"daphne executed {total / args.runs / 1e6:.2f} M instructions per first-token "
+        f"exchange ({args.runs} exchanges after {WARM_UP_RUNS} warm-up; "
+        f"{time.monotonic() - started:.0f} s)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
