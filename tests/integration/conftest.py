@@ -1,12 +1,25 @@
-"""Fixtures for the team-mode integration tests: one real stack per module."""
+"""Fixtures for the team-mode integration tests: one real stack per module, or a Redis."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from tests.integration.stack import Browser, Stack, running_stack
+from tests.integration.stack import Browser, Stack, running_stack, start_redis
+
+
+@pytest.fixture
+def redis_url(tmp_path) -> Iterator[str]:
+    """A Redis server: the one given by the environment, or a private one on a free port."""
+    url, server = start_redis(tmp_path)
+    try:
+        yield url
+    finally:
+        if server is not None:
+            with contextlib.suppress(Exception):
+                server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
-from collections.abc import AsyncIterator
 
 import pytest
 import redis
@@ -15,20 +13,8 @@ from channels_redis.pubsub import RedisPubSubChannelLayer
 from agentsite.channel_layer import RedisPubSubLayer
 from agentsite.redis_batch import CommandBatcher, batcher
 from conversations.eventlog import RedisTail
-from tests.integration.stack import start_redis
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-async def redis_url(tmp_path) -> AsyncIterator[str]:
-    url, server = await asyncio.to_thread(start_redis, tmp_path)
-    try:
-        yield url
-    finally:
-        if server is not None:
-            with contextlib.suppress(Exception):
-                server.stop()
 
 
 async def test_hundreds_of_concurrent_appends_land_in_order(redis_url):

@@ -2,30 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 import threading
-from collections.abc import Iterator
 
 import pytest
 
 from agentsite.cache import RedisCache
-from tests.integration.stack import start_redis
 
 pytestmark = pytest.mark.integration
 
 OPTIONS = {"OPTIONS": {"pool_class": "agentsite.cache.SharedConnectionPool"}}
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory) -> Iterator[str]:
-    url, server = start_redis(tmp_path_factory.mktemp("redis"))
-    try:
-        yield url
-    finally:
-        if server is not None:
-            with contextlib.suppress(Exception):
-                server.stop()
 
 
 def test_values_round_trip_and_expire_on_delete(redis_url):
