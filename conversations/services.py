@@ -176,7 +176,8 @@ def _message_save(
         seq, conversation.title = next_message_seq(
             conversation.pk, title_if_untitled=_title_from(content)
         )
-        current = active_run(conversation=conversation)
+        # A conversation's first message: no run can exist yet (runs start from messages).
+        current = active_run(conversation=conversation) if seq > 1 else None
         if current is not None and check_stale and _is_stale(current):
             raise _StaleActiveRun
         if current is not None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from agentsite.errors import ApplicationError
 from conversations import selectors, services
@@ -34,6 +36,20 @@ def test_first_message_saves_creates_run_and_titles(
     assert no_launch == [run.pk]  # enqueued only after commit
     conversation.refresh_from_db()
     assert conversation.title == "What is 2+2?"
+
+
+def test_a_new_chats_first_message_does_not_look_for_an_active_run(user, chat_model, no_launch):
+    """No run can exist before the first message: the lookup cost a query per new chat."""
+    conversation = services.conversation_create(owner=user)
+
+    with CaptureQueriesContext(connection) as queries:
+        services.message_post(conversation=conversation, user=user, content="hello")
+
+    run_reads = [
+        q["sql"] for q in queries.captured_queries
+        if q["sql"].startswith("SELECT") and 'FROM "conversations_run"' in q["sql"]
+    ]  # fmt: skip
+    assert run_reads == []
 
 
 def test_a_first_message_never_overwrites_a_title_given_meanwhile(user, chat_model, no_launch):
