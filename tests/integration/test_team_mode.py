@@ -184,6 +184,62 @@ async def test_a_follow_up_reaches_the_running_worker(team_stack: Stack, browser
     assert_streamed(frames.frames, run_id, "Penguins included.")
 
 
+async def test_a_follow_up_sent_while_the_answer_streams_is_answered_by_a_new_worker_run(
+    team_stack: Stack, browser: Browser
+) -> None:
+    """Too late for the agent: the worker closes the run, announces the run answering the
+    follow-up (its block reaches the page first) and enqueues it; a worker executes it."""
+    stack, marker = team_stack, tag("DELTA")
+    stack.script(
+        rules=[
+            {
+                "contains": marker,
+                "in": "any",
+                "responses": [
+                    {"content": "Birds fly."},
+                    {"chunks": ["Birds ", "fly ", "high."], "chunk_delay": 0.5},
+                    {"content": "Penguins swim."},
+                    {"chunks": ["Penguins ", "swim."]},
+                ],
+            }
+        ]
+    )
+    conversation_id = await browser.new_conversation()
+    async with Frames(browser.socket(conversation_id), describe=stack.logs) as frames:
+        run_id = run_id_of(await browser.send(conversation_id, f"{marker}: do birds fly?"))
+        await frames.wait(
+            lambda f: f"beforeend:#answer-{run_id}" in f and "Birds" in f,
+            timeout=15,
+            what="the answer streaming",
+        )
+        follow_up = await browser.send(conversation_id, f"{marker} and penguins?")
+        assert 'class="msg user inject"' in follow_up.text
+
+        announced = await frames.wait(
+            lambda f: f'id="next-{run_id}"' in f and "and penguins?" in f,
+            timeout=20,
+            what="the follow-up run's announcement",
+        )
+        match = re.search(r'<section id="run-(\d+)"', announced)
+        assert match is not None, announced
+        second = int(match.group(1))
+        await frames.wait(
+            lambda f: f'id="footer-{second}" class="run-footer" hx-swap-oob="true"' in f,
+            timeout=20,
+            what="the follow-up run's end",
+        )
+        after = frames.frames[frames.frames.index(announced) + 1 :]
+        assert_streamed(after, second, "Penguins swim.")  # into the block announced first
+
+    assert second != run_id
+    assert (await run_ends(stack, run_id))["status"] == "succeeded"
+    assert (await run_ends(stack, second))["status"] == "succeeded"
+    await worker_logged(stack, f"run {second} finished: succeeded")
+    requests = await llm_requests_with(stack, marker)
+    assert len(requests) == 4, [r["body"]["messages"][-1] for r in requests]
+    assert "and penguins?" in str(requests[2]["body"]["messages"][-1]["content"])
+
+
 async def test_stop_reaches_the_worker_and_closes_the_llm_request(
     team_stack: Stack, browser: Browser
 ) -> None:
