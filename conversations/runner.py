@@ -103,6 +103,7 @@ def _claim(run_id: int, task_id: str = "") -> RunSetup | None:
     conversation = run.conversation
     trigger = run.trigger_message
     query = trigger.content if trigger else ""
+    trigger_seq = trigger.seq if trigger else 0
     history = compaction.history_load(run=run)
     return RunSetup(
         run=run,
@@ -113,8 +114,8 @@ def _claim(run_id: int, task_id: str = "") -> RunSetup | None:
         start_seq=conversation.last_event_seq,
         # A message numbered after the trigger may be a follow-up for this run, saved
         # while it was queued: the poller checks at once. Most runs have none.
-        followups_waiting=conversation.last_message_seq > (trigger.seq if trigger else 0),
-        trigger_seq=trigger.seq if trigger else 0,
+        followups_waiting=conversation.last_message_seq > trigger_seq,
+        trigger_seq=trigger_seq,
     )
 
 
