@@ -286,17 +286,20 @@ async def posted_run_with_listener(user, llm_server):
     return conversation, run, layer, channel
 
 
+async def frames_through_done(layer, channel) -> list[dict]:
+    """The channel's next messages, up to and including a done frame."""
+    frames = [await layer.receive(channel)]
+    while frames[-1]["channel"] != "done":
+        frames.append(await layer.receive(channel))
+    return frames
+
+
 async def test_done_frame_already_carries_the_answer_pin(user, chat_model, llm_server, no_launch):
     _, run, layer, channel = await posted_run_with_listener(user, llm_server)
 
     assert await execute_run(run.pk) == "succeeded"
 
-    frames = []
-    while True:
-        message = await layer.receive(channel)
-        frames.append(message)
-        if message["channel"] == "done":
-            break
+    frames = await frames_through_done(layer, channel)
     answer = await Message.objects.filter(run=run, role="assistant").aget()
     assert f'id="pin-{answer.pk}"' in frames[-1]["html"]
 
@@ -340,12 +343,7 @@ async def test_a_run_started_at_the_previous_ones_done_numbers_its_events_after_
     await running
 
     assert marked >= done["seq"]
-    second_frames = []
-    while True:
-        message = await layer.receive(channel)
-        second_frames.append(message)
-        if message["channel"] == "done":
-            break
+    second_frames = await frames_through_done(layer, channel)
     assert {m["run_id"] for m in second_frames} == {second.pk}
     assert min(m["seq"] for m in second_frames) > done["seq"]
     stored = [e.seq async for e in RunEvent.objects.filter(conversation=conversation)]
