@@ -52,7 +52,7 @@ run: migrate
 	@DEBUG=$${DEBUG:-true} $(PY) manage.py seed_models
 	@DEBUG=$${DEBUG:-true} $(PY) manage.py ensure_admin --url http://$(HOST):$(PORT)/
 	@echo "Serving agentsite on http://$(HOST):$(PORT)/"
-	DEBUG=$${DEBUG:-true} $(VENV)/bin/daphne -b $(HOST) -p $(PORT) agentsite.asgi:application
+	DEBUG=$${DEBUG:-true} $(VENV)/bin/agentsite-server -b $(HOST) -p $(PORT) agentsite.asgi:application
 
 lint: install
 	$(VENV)/bin/ruff check .

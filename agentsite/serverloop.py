@@ -12,12 +12,15 @@ did for its sync views.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from asgiref.sync import async_to_sync
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 # A sync caller gives up after this long rather than hang if the server loop stalls.
 CALL_TIMEOUT = 30.0
@@ -28,7 +31,10 @@ _loop: asyncio.AbstractEventLoop | None = None
 def bind(loop: asyncio.AbstractEventLoop | None = None) -> None:
     """Remember the server's loop (the ASGI entry point calls this for each connection)."""
     global _loop
-    _loop = loop or asyncio.get_running_loop()
+    loop = loop or asyncio.get_running_loop()
+    if loop is not _loop:
+        logger.info("serving on %s.%s", type(loop).__module__, type(loop).__qualname__)
+        _loop = loop
 
 
 def get() -> asyncio.AbstractEventLoop | None:

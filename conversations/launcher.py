@@ -4,7 +4,8 @@ Embedded mode keeps the in-memory channel layer and the consumers on one event l
 ASGI entry point binds that loop (:mod:`agentsite.serverloop`), and runs are created as
 tasks on it (with a strong reference so they are not garbage-collected mid-run). Without a
 bound loop (a Celery worker, management commands, a WSGI server) a private background loop
-thread is used instead: every run of the process shares it.
+thread is used instead (uvloop unless configured otherwise, :mod:`agentsite.eventloop`):
+every run of the process shares it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import threading
 
 from django.conf import settings
 
-from agentsite import serverloop
+from agentsite import eventloop, serverloop
 from engine import CancelToken
 
 logger = logging.getLogger(__name__)
@@ -50,7 +51,11 @@ def _target_loop() -> asyncio.AbstractEventLoop:
         return server_loop
     with _lock:
         if _fallback_loop is None or _fallback_loop.is_closed():
-            _fallback_loop = asyncio.new_event_loop()
+            _fallback_loop = eventloop.new_event_loop()
+            logger.info(
+                "runs execute on %s.%s",
+                type(_fallback_loop).__module__, type(_fallback_loop).__qualname__,
+            )  # fmt: skip
             threading.Thread(
                 target=_fallback_loop.run_forever, name="agentsite-runs", daemon=True
             ).start()

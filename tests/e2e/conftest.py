@@ -208,16 +208,16 @@ def app_server(
     artifacts: Path, server_env: dict[str, str], scripted_server: ScriptedLLM
 ) -> Iterator[str]:
     """A migrated database with two users and the scripted model, served by daphne."""
-    daphne = BIN / "daphne"
-    if not daphne.exists():
-        pytest.fail(f"{daphne} is missing: run `make install`")
+    server = BIN / "agentsite-server"
+    if not server.exists():
+        pytest.fail(f"{server} is missing: run `make install`")
     port = _free_port()
     log = artifacts / "daphne.log"
     with log.open("wb") as out:
         # Started first: it imports the app while the database is being set up (the app
         # touches the database only when serving).
         proc = subprocess.Popen(
-            [str(daphne), "-b", "127.0.0.1", "-p", str(port), "agentsite.asgi:application"],
+            [str(server), "-b", "127.0.0.1", "-p", str(port), "agentsite.asgi:application"],
             cwd=ROOT,
             env=server_env,
             stdout=out,

@@ -125,6 +125,9 @@ async def test_a_run_executes_in_the_worker_and_streams_through_redis(
     await worker_logged(stack, f"run {run_id} finished: succeeded")
     assert f"run {run_id} finished" not in stack.daphne.text()  # not executed in daphne
     assert len(await llm_requests_with(stack, marker)) == 2
+    # Both processes run on uvloop (agentsite.eventloop's default).
+    await worker_logged(stack, "runs execute on uvloop.Loop")
+    assert "serving on uvloop.Loop" in stack.daphne.text()
 
 
 async def test_a_follow_up_reaches_the_running_worker(team_stack: Stack, browser: Browser) -> None:

