@@ -46,6 +46,11 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     return asyncio.new_event_loop()
 
 
+def name_of(loop: asyncio.AbstractEventLoop) -> str:
+    """The loop's class as the logs show it, e.g. ``uvloop.Loop``."""
+    return f"{type(loop).__module__}.{type(loop).__qualname__}"
+
+
 def install() -> None:
     """Make ``asyncio.new_event_loop()`` build the configured kind from now on (daphne
     creates its reactor's loop that way when ``daphne.server`` is first imported)."""

@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 
 from asgiref.sync import async_to_sync
 
+from agentsite import eventloop
+
 T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
@@ -33,7 +35,7 @@ def bind(loop: asyncio.AbstractEventLoop | None = None) -> None:
     global _loop
     loop = loop or asyncio.get_running_loop()
     if loop is not _loop:
-        logger.info("serving on %s.%s", type(loop).__module__, type(loop).__qualname__)
+        logger.info("serving on %s", eventloop.name_of(loop))
         _loop = loop
 
 

@@ -52,10 +52,7 @@ def _target_loop() -> asyncio.AbstractEventLoop:
     with _lock:
         if _fallback_loop is None or _fallback_loop.is_closed():
             _fallback_loop = eventloop.new_event_loop()
-            logger.info(
-                "runs execute on %s.%s",
-                type(_fallback_loop).__module__, type(_fallback_loop).__qualname__,
-            )  # fmt: skip
+            logger.info("runs execute on %s", eventloop.name_of(_fallback_loop))
             threading.Thread(
                 target=_fallback_loop.run_forever, name="agentsite-runs", daemon=True
             ).start()

@@ -578,17 +578,8 @@ def running_stack(
                 name = "worker" if number == 1 else f"worker{number}"
                 args = [*worker_args, "-n", f"it{llm_port}-{number}@%h"]
                 processes[name] = app_processes[name] = spawn(name, args, env=env, log_dir=work)
-        daphne_args = [
-            *daphne_prefix,
-            PYTHON,
-            "-m",
-            "agentsite.server",
-            "-b",
-            LOOPBACK,
-            "-p",
-            str(port),
-        ]
-        daphne_args.append("agentsite.asgi:application")
+        daphne_args = [*daphne_prefix, PYTHON, "-m", "agentsite.server"]
+        daphne_args += ["-b", LOOPBACK, "-p", str(port), "agentsite.asgi:application"]
         daphne = spawn("daphne", daphne_args, env=env, log_dir=work)
         processes["daphne"] = app_processes["daphne"] = daphne
         stack = Stack(
