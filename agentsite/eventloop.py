@@ -51,10 +51,14 @@ def name_of(loop: asyncio.AbstractEventLoop) -> str:
     return f"{type(loop).__module__}.{type(loop).__qualname__}"
 
 
+def policy() -> asyncio.AbstractEventLoopPolicy:
+    """A policy whose loops are of the configured kind (also the test suite's)."""
+    if configured() == "uvloop":
+        return _uvloop().EventLoopPolicy()
+    return asyncio.DefaultEventLoopPolicy()
+
+
 def install() -> None:
     """Make ``asyncio.new_event_loop()`` build the configured kind from now on (daphne
     creates its reactor's loop that way when ``daphne.server`` is first imported)."""
-    if configured() == "uvloop":
-        asyncio.set_event_loop_policy(_uvloop().EventLoopPolicy())
-    else:
-        asyncio.set_event_loop_policy(None)
+    asyncio.set_event_loop_policy(policy())

@@ -8,6 +8,14 @@ import tempfile
 import pytest
 from django.core.cache import cache
 
+from agentsite import eventloop
+
+
+@pytest.fixture(scope="session")
+def event_loop_policy():
+    """Async tests run on the kind of loop the servers and workers run on (pytest-asyncio)."""
+    return eventloop.policy()
+
 
 @pytest.fixture(autouse=True)
 def fast_password_hasher(settings):
