@@ -41,9 +41,7 @@ def _uvloop():
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
     """A new loop of the configured kind (a worker's run loop)."""
-    if configured() == "uvloop":
-        return _uvloop().new_event_loop()
-    return asyncio.new_event_loop()
+    return policy().new_event_loop()
 
 
 def name_of(loop: asyncio.AbstractEventLoop) -> str:
