@@ -8,7 +8,6 @@ reconnect never loses or doubles anything.
 
 from __future__ import annotations
 
-import asyncio
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
@@ -30,7 +29,6 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self.close(code=4403)
             return
         self.group = conversation_group(self.conversation_id)
-        await _keep_receiver_subscribed(self.channel_layer)
         await self.channel_layer.group_add(self.group, self.channel_name)
         after = _after(self.scope)
         frames, self.last_seq = await database_sync_to_async(selectors.catch_up_frames)(
@@ -63,22 +61,6 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.last_seq = message["seq"]
         if message.get("html"):
             await self.send(text_data=message["html"])
-
-
-_standing_subscriptions: dict[tuple[int, int], str] = {}
-
-
-async def _keep_receiver_subscribed(layer) -> None:
-    """Give the process one channel-layer subscription that never ends (once per loop).
-
-    channels_redis's pub/sub receiver sleeps 100 ms at a time while a process has no
-    subscription at all; the first socket after every other one closed then got its
-    first frames (a new run's first steps and tokens) up to 100 ms late. With one
-    standing subscription the receiver never goes to sleep. Other layers: a no-op name.
-    """
-    key = (id(layer), id(asyncio.get_running_loop()))
-    if key not in _standing_subscriptions:
-        _standing_subscriptions[key] = await layer.new_channel(prefix="agentsite.standing.")
 
 
 def _after(scope) -> int:
