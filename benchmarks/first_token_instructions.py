@@ -1,19 +1,21 @@
-"""CPU instructions per first-token run in daphne (embedded mode), counted by callgrind.
+"""CPU instructions per first-token run in daphne (and the worker), counted by callgrind.
 
 Wall-clock CPU on a shared 2-core machine moves by ±30% between runs, so changes worth
 a few percent cannot be told apart by ``stream_latency.py``. Instruction counts can:
-valgrind's callgrind counts the instructions daphne executes (user space: not the
+valgrind's callgrind counts the instructions a process executes (user space: not the
 kernel's share of waking up, sending, receiving), and the same code gives the same count
-within about 1%. Daphne starts under callgrind with counting off; after a warm-up the
+within about 1%. The servers start under callgrind with counting off; after a warm-up the
 script turns counting on, runs N first-token exchanges one after another (websocket
 connect, message POST, two scripted LLM calls, the streamed answer, the done frame,
 websocket close), dumps the counters and prints the instructions per exchange.
 
     .venv/bin/python benchmarks/first_token_instructions.py [--runs 40] [--chunks 2]
+        [--mode embedded|team]
 
-Compare two commits by running it in a checkout of each. Needs valgrind. The cost of one
-streamed token: run it with ``--chunks 202`` and with the default 2; the difference
-divided by 200.
+Embedded mode counts daphne, which runs everything; team mode counts daphne and the
+Celery worker separately (Redis and PostgreSQL are not counted). Compare two commits by
+running it in a checkout of each. Needs valgrind. The cost of one streamed token: run it
+with ``--chunks 202`` and with the default 2; the difference divided by 200.
 """
 
 from __future__ import annotations
@@ -49,17 +51,18 @@ async def exchange(browser: Browser, conversation_id: int) -> None:
             raise RuntimeError("the answer never streamed")
 
 
-def total_instructions(directory: Path) -> int:
-    """The largest ``totals:``/``summary:`` figure of callgrind's dumps (the counted part)."""
+def total_instructions(directory: Path, pid: int) -> int:
+    """The largest ``totals:``/``summary:`` figure of one process's callgrind dumps."""
     total = 0
-    for dump in directory.glob("callgrind.*"):
+    for dump in directory.glob(f"callgrind.{pid}*"):
         for line in dump.read_text(errors="replace").splitlines():
             if line.startswith(("totals:", "summary:")):
                 total = max(total, int(line.split()[1]))
     return total
 
 
-async def measure(stack: Stack, runs: int, out: Path, chunks: int = 2) -> int:
+async def measure(stack: Stack, runs: int, out: Path, chunks: int = 2) -> dict[str, int]:
+    """Instructions each counted process executed during ``runs`` exchanges, by name."""
     async with Browser(stack.base_url) as browser:
         await browser.login()
         pieces = [f"w{i} " for i in range(chunks)]
@@ -70,22 +73,31 @@ async def measure(stack: Stack, runs: int, out: Path, chunks: int = 2) -> int:
         conversations = [await browser.new_conversation() for _ in range(WARM_UP_RUNS + runs)]
         for conversation_id in conversations[:WARM_UP_RUNS]:
             await exchange(browser, conversation_id)
-        pid = str(stack.daphne.pid)
-        subprocess.run(["callgrind_control", "--instr=on", pid], check=True, capture_output=True)
+        counted = {"daphne": stack.daphne.pid}
+        if stack.mode == "team":
+            counted["worker"] = stack.workers[0].pid
+        for pid in counted.values():
+            callgrind_control("--instr=on", pid)
         for conversation_id in conversations[WARM_UP_RUNS:]:
             await exchange(browser, conversation_id)
-        subprocess.run(["callgrind_control", "--dump", pid], check=True, capture_output=True)
-    for _ in range(50):  # the dump is written asynchronously
-        if total_instructions(out):
+        for pid in counted.values():
+            callgrind_control("--dump", pid)
+    for _ in range(100):  # the dumps are written asynchronously
+        if all(total_instructions(out, pid) for pid in counted.values()):
             break
         await asyncio.sleep(0.1)
-    return total_instructions(out)
+    return {name: total_instructions(out, pid) for name, pid in counted.items()}
+
+
+def callgrind_control(option: str, pid: int) -> None:
+    subprocess.run(["callgrind_control", option, str(pid)], check=True, capture_output=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=40, help="measured exchanges")
     parser.add_argument("--chunks", type=int, default=2, help="streamed answer chunks")
+    parser.add_argument("--mode", choices=["embedded", "team"], default="embedded")
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         parser.error("needs valgrind (Debian: apt-get install valgrind)")
@@ -97,15 +109,23 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         with running_stack(
-            mode="embedded", concurrency=8, extra_env=PRODUCTION_ENV, daphne_prefix=prefix
+            mode=args.mode,
+            concurrency=8,
+            extra_env=PRODUCTION_ENV,
+            daphne_prefix=prefix,
+            worker_prefix=prefix if args.mode == "team" else (),
+            startup_timeout=600,  # importing Celery and Django under valgrind is slow
         ) as stack:
-            total = asyncio.run(measure(stack, args.runs, out, args.chunks))
+            totals = asyncio.run(measure(stack, args.runs, out, args.chunks))
     finally:
         shutil.rmtree(out, ignore_errors=True)
+    for name, total in totals.items():
+        print(
+            f"{args.mode}: {name} executed {total / args.runs / 1e6:.2f} M instructions per "
+            f"first-token exchange of {args.chunks} chunks"
+        )
     print(
-        f"daphne executed {total / args.runs / 1e6:.2f} M instructions per first-token "
-        f"exchange of {args.chunks} chunks ({args.runs} exchanges after {WARM_UP_RUNS} warm-up; "
-        f"{time.monotonic() - started:.0f} s)"
+        f"({args.runs} exchanges after {WARM_UP_RUNS} warm-up; {time.monotonic() - started:.0f} s)"
     )
     return 0
 

@@ -526,12 +526,15 @@ def running_stack(
     private_postgres: bool = False,
     workers: int = 1,
     daphne_prefix: Sequence[str] = (),
+    worker_prefix: Sequence[str] = (),
+    startup_timeout: float = 120,
 ) -> Iterator[Stack]:
     """Start every process of ``mode`` (team or embedded); tear all of it down on exit.
 
     The database is migrated (``migrate`` plus a provider, a default model pointing at the
     scripted server, and a user) while daphne and the worker import, to save start-up time.
-    ``daphne_prefix`` runs daphne under a tool (e.g. ``valgrind --tool=callgrind ...``).
+    ``daphne_prefix`` runs daphne under a tool (e.g. ``valgrind --tool=callgrind ...``),
+    ``worker_prefix`` the first worker.
     """
     own_work = work is None
     work = Path(tempfile.mkdtemp(prefix=f"agentsite-{mode}-")) if work is None else work
@@ -576,7 +579,8 @@ def running_stack(
             worker_args += ["--without-gossip", "--without-mingle", "--without-heartbeat"]
             for number in range(1, workers + 1):  # one process per core scales a host out
                 name = "worker" if number == 1 else f"worker{number}"
-                args = [*worker_args, "-n", f"it{llm_port}-{number}@%h"]
+                prefix = list(worker_prefix) if number == 1 else []
+                args = [*prefix, *worker_args, "-n", f"it{llm_port}-{number}@%h"]
                 processes[name] = app_processes[name] = spawn(name, args, env=env, log_dir=work)
         daphne_args = [*daphne_prefix, PYTHON, "-m", "agentsite.server"]
         daphne_args += ["-b", LOOPBACK, "-p", str(port), "agentsite.asgi:application"]
@@ -609,7 +613,7 @@ def running_stack(
 
         wait_for(
             up,
-            timeout=120,
+            timeout=startup_timeout,
             what=f"the {mode}-mode stack to start",
             interval=0.1,
             detail=lambda: "\n".join(p.tail() for p in {**processes, **app_processes}.values()),
