@@ -11,7 +11,8 @@ receive, so the added latency per token is ``receipt - emission``. Printed per m
   concurrent conversations, minus the scripted LLM's own time (it records when each call
   arrived and when its answer, or a stream's first content chunk, was out);
 - DB writes per answer (the runner's "run N finished: ... F frames, W log writes" line);
-- server CPU per run and per frame (utime + stime of daphne and the worker from /proc).
+- server CPU per run and per frame (utime + stime of daphne and the worker from /proc),
+  and while idle: 20 chats open, nothing streaming, CPU per second for 3 s.
 
     .venv/bin/python benchmarks/stream_latency.py [--tokens 300] [--rate 20]
         [--concurrency 50,100,200] [--modes embedded,team]
@@ -445,6 +446,7 @@ async def measure_mode(
         await browser.login()
         # Warm-up: imports, connections, template caches.
         await scenario(stack, browser, label="warm-up", runs=2, tokens=5, rate=args.rate)
+        await print_idle_cpu(stack, browser)
         singles = [
             await scenario(
                 stack, browser, label=f"ttft-{i}", runs=1, tokens=2, rate=50,
@@ -475,6 +477,40 @@ async def measure_mode(
             )
             done(result)
     return results
+
+
+IDLE_SOCKETS = 20
+IDLE_SECONDS = 3.0
+
+
+def thread_cpu_seconds(pid: int) -> float:
+    """CPU time of a process's live threads in nanoseconds' precision (``schedstat``):
+    ``/proc/<pid>/stat`` counts in 10 ms ticks, too coarse for an idle process."""
+    total = 0
+    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            total += int(stat.read_text().split()[0])
+    return total / 1e9
+
+
+async def print_idle_cpu(stack: Stack, browser: Browser) -> None:
+    """What the servers burn while nothing happens: chats open, no run streaming."""
+    conversation_ids = [await browser.new_conversation() for _ in range(IDLE_SOCKETS)]
+    sockets = [await browser.socket(cid).__aenter__() for cid in conversation_ids]
+    servers = {k: p for k, p in stack.processes.items() if k == "daphne" or k.startswith("worker")}
+    try:
+        before = {name: thread_cpu_seconds(p.pid) for name, p in servers.items()}
+        await asyncio.sleep(IDLE_SECONDS)
+        after = {name: thread_cpu_seconds(p.pid) for name, p in servers.items()}
+    finally:
+        await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
+    per_second = ", ".join(
+        f"{name} {(after[name] - before[name]) / IDLE_SECONDS * 1e3:.2f}" for name in sorted(after)
+    )
+    print(
+        f"  {stack.mode}: idle with {IDLE_SOCKETS} chats open, CPU ms per second: {per_second}",
+        flush=True,
+    )
 
 
 def merge(results: list[Result], label: str) -> Result:
