@@ -61,7 +61,7 @@ _MD = (
 )
 
 
-CACHE_CHARACTERS = 8_000_000  # per process (about 8 MB): source and HTML of the answers kept
+CACHE_CHARACTERS = 8_000_000  # per process: source + HTML kept (8 MB of ASCII, more otherwise)
 
 
 class RenderCache:
