@@ -20,7 +20,10 @@ A script is a list of response dicts consumed in order. Keys (all optional):
   (seconds to keep the response open after ``data: [DONE]``), ``repeat_tool_ids``
   (repeat id/name in every tool-call chunk, like llama.cpp), ``stamp_chunks``
   (append ``@@<time.monotonic()>@@`` to every streamed content piece as it is written,
-  so a benchmark can measure delivery latency; ``--stamp`` turns it on for all responses)
+  so a benchmark can measure delivery latency; ``--stamp`` turns it on for all responses),
+  ``after_release`` (a name: the answer waits until ``POST /_release {"name": ...}``
+  released it, so a test can order the server's work after something it observed
+  instead of guessing a delay; released names stay released until ``reset``)
 
 A bare string is shorthand for ``{"content": ...}``. Rules (``{"contains": text,
 "response": {...}}`` or ``"responses": [...]`` consumed in order, optional ``"in"``:
@@ -30,9 +33,9 @@ nothing matches and the queue is empty, the ``default`` response is used, else H
 "script exhausted".
 
 Control endpoints: ``POST /_script`` ``{"responses", "rules", "default", "reset"}``,
-``GET /_requests`` (recorded requests), ``GET /_state`` (``{"requests", "disconnects",
-"queued"}`` counts, for processes that cannot call :meth:`ScriptedServer.wait_for_disconnect`),
-``GET /v1/models``.
+``POST /_release`` ``{"name"}``, ``GET /_requests`` (recorded requests), ``GET /_state``
+(``{"requests", "disconnects", "queued"}`` counts, for processes that cannot call
+:meth:`ScriptedServer.wait_for_disconnect`), ``GET /v1/models``.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -149,6 +152,7 @@ class ScriptedServer:
         self._queue: deque[Response] = deque(_normalise(r) for r in script or ())
         self._rules: list[_Rule] = []
         self._disconnects = 0
+        self._released: set[str] = set()
         self._ids = itertools.count(1)
         self._cond = threading.Condition()
         self._stopping = threading.Event()
@@ -221,6 +225,7 @@ class ScriptedServer:
             self.default = None
             self.requests.clear()
             self._disconnects = 0
+            self._released.clear()
 
     def configure(self, spec: dict[str, Any] | list[Any]) -> int:
         """Apply a ``/_script`` body (or a bare list of responses); returns the queue size."""
@@ -235,6 +240,16 @@ class ScriptedServer:
         self.push(*spec.get("responses") or [])
         with self._cond:
             return len(self._queue)
+
+    def release(self, name: str) -> None:
+        """Let the responses scripted with ``after_release: name`` answer."""
+        with self._cond:
+            self._released.add(name)
+            self._cond.notify_all()
+
+    def _is_released(self, name: str) -> bool:
+        with self._cond:
+            return name in self._released
 
     # -- observation
 
@@ -452,10 +467,18 @@ class _Handler(BaseHTTPRequestHandler):
     def _wait(self, seconds: float) -> bool:
         """Sleep, but return False as soon as the client disconnects or the server stops."""
         deadline = time.monotonic() + float(seconds)
-        while (remaining := deadline - time.monotonic()) > 0:
+        return self._wait_until(lambda: time.monotonic() >= deadline, deadline, poll=0.1)
+
+    def _wait_until(
+        self, done: Callable[[], bool], deadline: float = math.inf, poll: float = POLL_SECONDS
+    ) -> bool:
+        """Wait for ``done()`` (checked every ``poll`` seconds at most); False as soon as the
+        client disconnects or the server stops."""
+        while not done():
+            remaining = max(0.0, deadline - time.monotonic())
             if self.scripted._stopping.is_set():
                 return False
-            readable, _, _ = select.select([self.connection], [], [], min(remaining, 0.1))
+            readable, _, _ = select.select([self.connection], [], [], min(remaining, poll))
             if readable:
                 try:
                     peeked = self.connection.recv(1, socket.MSG_PEEK)
@@ -509,6 +532,13 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             self._send_json(200, {"ok": True, "queued": queued})
             return
+        if path == "/_release":
+            if not isinstance(body, dict) or not isinstance(body.get("name"), str):
+                self._send_json(400, {"error": {"message": 'expected {"name": "..."}'}})
+                return
+            self.scripted.release(body["name"])
+            self._send_json(200, {"ok": True})
+            return
         if not path.endswith("/chat/completions"):
             self._send_json(404, {"error": {"message": f"no route {path}"}})
             return
@@ -532,6 +562,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(
         self, request: dict[str, Any], response: Response, recorded: RecordedRequest
     ) -> None:
+        gate = response.get("after_release")
+        if gate and not self._wait_until(lambda: self.scripted._is_released(str(gate))):
+            self.close_connection = True
+            return
         if response.get("delay") and not self._wait(response["delay"]):
             self.close_connection = True
             return

@@ -173,6 +173,10 @@ class ScriptedLLM:
         """Forget everything, then answer the next chat requests with ``responses``."""
         self._call("/_script", {"reset": True, "responses": list(responses)})
 
+    def release(self, name: str) -> None:
+        """Let the responses scripted with ``after_release: name`` answer."""
+        self._call("/_release", {"name": name})
+
     def requests(self) -> list[dict[str, Any]]:
         """The JSON bodies of the chat requests received since the last ``script()``."""
         return [entry["body"] for entry in self._call("/_requests")]

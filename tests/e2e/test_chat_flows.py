@@ -199,7 +199,9 @@ def test_tool_card_appears_then_fills_in(
     chat_page: Page, llm: ScriptedLLM, screenshot: Screenshot
 ) -> None:
     llm.script(
-        calculator_call("6*7"),
+        # The tool call waits for the message's response: frames arriving while it is in
+        # flight are applied together once it lands, and the running card would not show.
+        calculator_call("6*7", after_release="posted"),
         # The next reply is slow: the finished card shows while the agent thinks on.
         {"content": "6*7 = 42.", "delay": 0.5},
         {"chunks": ["6 × 7 ", "is **42**."]},
@@ -207,7 +209,8 @@ def test_tool_card_appears_then_fills_in(
     new_conversation(chat_page)
     record(chat_page)
     send(chat_page, "What is 6*7?")
-    run_id = latest_run(chat_page)
+    run_id = latest_run(chat_page)  # the response has added the run's block
+    llm.release("posted")
     card = chat_page.locator(f"#card-{run_id}-1")
     expect(card).to_have_class(re.compile(r"\bok\b"))
     expect(card.locator(".tool-name")).to_have_text("calculator")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import subprocess
 import sys
@@ -298,3 +299,22 @@ def test_streamed_answers_keep_the_connection_for_the_next_request(scripted_serv
     assert answers == ["first answer", "second answer"]
     first, second = (request.peer for request in scripted_server.requests[-2:])
     assert first == second  # one TCP connection: same client port
+
+
+def test_a_gated_response_answers_only_once_released(scripted_server):
+    scripted_server.push({"content": "after", "after_release": "go"}, "next")
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(chat, scripted_server)
+        assert scripted_server.wait_for_requests(1)
+        # Recorded but held: nothing answered until the gate opens.
+        assert not pending.done()
+        assert scripted_server.requests[0].answered is None
+        release = httpx.post(f"{scripted_server.base_url[:-3]}/_release", json={"name": "go"})
+        assert release.json() == {"ok": True}
+        assert pending.result(timeout=5).json()["choices"][0]["message"]["content"] == "after"
+    assert chat(scripted_server).json()["choices"][0]["message"]["content"] == "next"
+
+
+def test_release_needs_a_name(scripted_server):
+    response = httpx.post(f"{scripted_server.base_url[:-3]}/_release", json={"gate": 1})
+    assert response.status_code == 400
