@@ -135,6 +135,12 @@ CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# No acknowledgement emulation on Redis: it writes every delivered task to an "unacked"
+# hash and index and removes it again on the ack (two MULTI round trips and ~1 ms of
+# worker CPU per run), only to redeliver tasks of a crashed worker after the visibility
+# timeout (an hour), by which time the stale-run sweep has failed the run anyway. Tasks a
+# worker reserved but had not started still go back to the queue on a warm shutdown.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"ack_emulation": False}
 # Team mode: `celery -A agentsite beat` marks runs whose worker died as failed.
 CELERY_BEAT_SCHEDULE = {
     "sweep-stale-runs": {"task": "conversations.sweep_stale_runs", "schedule": 60.0},
