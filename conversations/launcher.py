@@ -59,6 +59,11 @@ def _target_loop() -> asyncio.AbstractEventLoop:
         return _fallback_loop
 
 
+def is_process_run_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether ``loop`` is this process's own run loop (it lives as long as the process)."""
+    return loop is _fallback_loop and not loop.is_closed()
+
+
 def run_to_completion(run_id: int, task_id: str = "") -> str | None:
     """Execute a run on this process's run loop and wait for it (a Celery task's thread)."""
     from conversations.runner import execute_run

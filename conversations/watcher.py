@@ -27,6 +27,7 @@ from django.db import connections
 from django.utils import timezone
 
 from agentsite import serverloop
+from conversations import launcher
 from conversations.asyncdb import checked_connections
 from conversations.models import Message, Run
 from engine import CancelToken
@@ -87,11 +88,18 @@ class RunPoller:
             return run_id in self._runs
 
     def forget(self, run_id: int) -> None:
-        """Stop polling for ``run_id`` (called on its loop); the last run of a loop also
-        stops that loop's listener, so no task outlives the loop (test loops close)."""
+        """Stop polling for ``run_id`` (called on its loop).
+
+        The last run of a loop also stops that loop's listener, so no task outlives the
+        loop (test loops close), except on the process's run loop (a Celery worker's),
+        which lives as long as the process: there the subscription stays for the next run
+        instead of costing every run a subscribe round trip before it may start.
+        """
         with self._lock:
             watched = self._runs.pop(run_id, None)
             if watched is None or any(w.loop is watched.loop for w in self._runs.values()):
+                return
+            if launcher.is_process_run_loop(watched.loop):
                 return
             listener = self._listeners.pop(watched.loop, None)
         if listener is not None:
