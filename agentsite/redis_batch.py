@@ -15,16 +15,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import redis.asyncio
+import redis
 
+from agentsite.resp import Command, Pipelined, pipelined
 from engine.loops import PerLoop
-
-Command = tuple[Any, ...]
 
 
 class CommandBatcher:
-    def __init__(self, client: redis.asyncio.Redis) -> None:
-        self._client = client
+    def __init__(self, connection: Pipelined) -> None:
+        self._connection = connection
         self._queue: list[tuple[tuple[Command, ...], asyncio.Future[list[Any]]]] = []
         self._sender: asyncio.Task[None] | None = None
 
@@ -45,12 +44,10 @@ class CommandBatcher:
         try:
             while self._queue:
                 batch, self._queue = self._queue, []
-                pipeline = self._client.pipeline(transaction=False)
-                for commands, _future in batch:
-                    for command in commands:
-                        pipeline.execute_command(*command)
                 try:
-                    replies = await pipeline.execute(raise_on_error=False)
+                    replies = await self._connection.execute(
+                        [command for commands, _future in batch for command in commands]
+                    )
                 except (redis.RedisError, OSError) as error:
                     _fail(batch, error)
                 else:
@@ -89,5 +86,5 @@ def batcher(url: str) -> CommandBatcher:
     per_url = _batchers.get()
     found = per_url.get(url)
     if found is None:
-        found = per_url[url] = CommandBatcher(redis.asyncio.Redis.from_url(url))
+        found = per_url[url] = CommandBatcher(pipelined(url))
     return found

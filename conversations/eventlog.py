@@ -22,7 +22,8 @@ from typing import Any
 
 from django.conf import settings
 
-from agentsite.redis_batch import Command, batcher
+from agentsite.redis_batch import batcher
+from agentsite.resp import Command
 from conversations.models import RunEvent
 
 Entry = tuple[int, int, str, dict[str, Any]]  # (seq, run_id, channel, payload)

@@ -206,10 +206,16 @@ def _http_ok(url: str) -> bool:
 # ------------------------------------------------------------------------------ redis
 
 
-def start_redis(work: Path) -> tuple[str, Process | None]:
-    """The Redis URL to use, and the private server started for it (if any)."""
+def start_redis(
+    work: Path, *, password: str | None = None, unix_socket: Path | None = None
+) -> tuple[str, Process | None]:
+    """The Redis URL to use, and the private server started for it (if any).
+
+    With a ``password`` or a ``unix_socket`` a private server is always started (the URL
+    then says ``redis://:password@...``; the socket is an extra way in).
+    """
     given = os.environ.get("AGENTSITE_TEST_REDIS_URL")
-    if given:
+    if given and password is None and unix_socket is None:
         _redis_ping(given, timeout=5)
         return given, None
     binary = shutil.which("redis-server") or "/usr/bin/redis-server"
@@ -223,8 +229,13 @@ def start_redis(work: Path) -> tuple[str, Process | None]:
     data.mkdir()
     args = [binary, "--bind", LOOPBACK, "--port", str(port), "--dir", str(data)]
     args += ["--save", "", "--appendonly", "no", "--maxclients", "4000"]
+    if password is not None:
+        args += ["--requirepass", password]
+    if unix_socket is not None:
+        args += ["--unixsocket", str(unix_socket), "--unixsocketperm", "700"]
     process = spawn("redis", args, env=dict(os.environ), log_dir=work)
-    url = f"redis://{LOOPBACK}:{port}/0"
+    credentials = f":{password}@" if password is not None else ""
+    url = f"redis://{credentials}{LOOPBACK}:{port}/0"
     try:
         _redis_ping(url, timeout=10, process=process)
     except Exception:
