@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.db import connections
 from django.utils import timezone
@@ -76,6 +76,8 @@ class RunPoller:
                     target=self._run, name="agentsite-run-poller", daemon=True
                 )
                 self._thread.start()
+            if not _wakes_cross_processes():
+                return
             listener = self._listeners.get(loop)
             if listener is None or listener[0].done():
                 subscribed = asyncio.Event()
@@ -209,6 +211,13 @@ class RunPoller:
         for message_id, run_id, content in pending:
             entry = watched[run_id]
             entry.loop.call_soon_threadsafe(entry.deliver, message_id, content)
+
+
+def _wakes_cross_processes() -> bool:
+    """Whether other processes can send wake-ups: not through an in-memory layer, which
+    reaches only this process (where :func:`notify_run_changed` wakes the poller itself)."""
+    layer = get_channel_layer()
+    return layer is not None and not isinstance(layer, InMemoryChannelLayer)
 
 
 def fallback_interval() -> float:

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from asgiref.sync import sync_to_async
 
-from conversations import launcher, services
+from conversations import services
 from conversations.models import Message, Run
 from conversations.watcher import RunPoller, _Watched
 from engine import CancelToken
@@ -56,31 +56,12 @@ async def test_a_full_tick_delivers_every_runs_follow_ups(user, chat_model, no_l
     assert sorted(delivered) == ["for A", "for B"]
 
 
-async def _watch_then_forget(poller: RunPoller, run_id: int) -> asyncio.Task:
-    """Watch a run on the running loop until its listener subscribed, then forget it."""
-    await poller.watch(run_id, CancelToken(), lambda _id, _text: None)
-    listener = poller._listeners[asyncio.get_running_loop()][0]
-    poller.forget(run_id)
-    return listener
-
-
-def test_the_process_run_loop_keeps_its_wake_subscription_between_runs():
-    poller, loop = RunPoller(), launcher._target_loop()
-    assert launcher.is_process_run_loop(loop)
-
-    first = asyncio.run_coroutine_threadsafe(_watch_then_forget(poller, 1), loop).result(5)
-    second = asyncio.run_coroutine_threadsafe(_watch_then_forget(poller, 2), loop).result(5)
-
-    # The next run starts without subscribing again: the same listener, still listening.
-    assert second is first
-    assert not first.done()
-
-
-async def test_another_loop_stops_its_listener_with_its_last_run():
+async def test_an_in_memory_layer_needs_no_wake_listener(settings):
+    """Embedded mode: no other process can send a wake-up; the run starts at once."""
     poller = RunPoller()
-    assert not launcher.is_process_run_loop(asyncio.get_running_loop())
 
-    listener = await _watch_then_forget(poller, 1)
-
-    with pytest.raises(asyncio.CancelledError):
-        await listener  # no task outlives a loop that may close after its run
+    await poller.watch(1, CancelToken(), lambda _id, _text: None)
+    try:
+        assert poller._listeners == {}
+    finally:
+        poller.forget(1)
