@@ -5,22 +5,36 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import redis
 from channels_redis.pubsub import RedisPubSubChannelLayer
 
-from agentsite.channel_layer import RedisPubSubLayer, WaitingShard
+from agentsite.channel_layer import RedisPubSubLayer, RespShard, WaitingShard
 
 pytestmark = pytest.mark.integration
 
 TIMEOUT = 5.0
 
 
-@pytest.fixture
-async def layers(redis_url) -> AsyncIterator[tuple[RedisPubSubLayer, RedisPubSubChannelLayer]]:
+# A host given as a URL is received on a hiredis connection; one given with connection
+# options through redis-py's connection: both must behave the same.
+SHARDS = {"url": RespShard, "options": WaitingShard}
+
+
+def host(redis_url: str, form: str) -> Any:
+    return redis_url if form == "url" else {"address": redis_url, "socket_keepalive": True}
+
+
+@pytest.fixture(params=sorted(SHARDS))
+async def layers(
+    request, redis_url
+) -> AsyncIterator[tuple[RedisPubSubLayer, RedisPubSubChannelLayer]]:
     """Our receiving layer and a stock channels_redis sender on the same Redis."""
-    reader, sender = RedisPubSubLayer(hosts=[redis_url]), RedisPubSubChannelLayer(hosts=[redis_url])
+    reader = RedisPubSubLayer(hosts=[host(redis_url, request.param)])
+    reader.shard_form = request.param  # type: ignore[attr-defined]
+    sender = RedisPubSubChannelLayer(hosts=[redis_url])
     try:
         yield reader, sender
     finally:
@@ -36,12 +50,13 @@ async def receive(layer: RedisPubSubLayer, channel: str) -> dict:
     return await asyncio.wait_for(layer.receive(channel), TIMEOUT)
 
 
-async def test_the_layer_receives_through_waiting_shards(layers):
+async def test_the_layer_receives_through_our_shards(layers):
     reader, _sender = layers
     channel = await reader.new_channel()
     await reader.group_add(group_name(), channel)
 
-    assert all(isinstance(shard, WaitingShard) for shard in reader._get_layer()._shards)
+    expected = SHARDS[reader.shard_form]
+    assert all(type(shard) is expected for shard in reader._get_layer()._shards)
 
 
 async def test_group_messages_from_a_stock_sender_arrive_complete_and_in_order(layers):
@@ -110,14 +125,13 @@ async def test_a_dropped_subscription_connection_is_reconnected_and_resubscribed
 
     admin.client_kill_filter(_id=ours[0]["id"])
 
-    # Pub/sub drops what is published while nobody listens: send until one arrives.
+    # Pub/sub drops what is published while nobody listens: send until one arrives. One
+    # receive waits throughout, as a consumer's does (a cancelled receive unsubscribes).
     deadline = asyncio.get_running_loop().time() + 10 * TIMEOUT
-    while True:
+    receiving = asyncio.ensure_future(reader.receive(channel))
+    while not receiving.done():
+        assert asyncio.get_running_loop().time() < deadline, "never resubscribed"
         await sender.group_send(group, {"type": "x", "after": "reconnect"})
-        try:
-            message = await asyncio.wait_for(reader.receive(channel), 0.5)
-            break
-        except TimeoutError:
-            assert asyncio.get_running_loop().time() < deadline, "never resubscribed"
-    assert message == {"type": "x", "after": "reconnect"}
+        await asyncio.wait({receiving}, timeout=0.5)
+    assert receiving.result() == {"type": "x", "after": "reconnect"}
     admin.close()

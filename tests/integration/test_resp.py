@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from agentsite.resp import RedisPyPipeline, RespConnection, pipelined
-from tests.integration.stack import start_redis
+from agentsite.resp import RedisPyPipeline, RespConnection, Subscription, pipelined, plain_options
+from tests.integration.stack import async_wait_for, start_redis
 
 pytestmark = pytest.mark.integration
 
@@ -128,3 +128,42 @@ async def test_an_unreachable_server_is_a_connection_error():
 def test_other_urls_use_redis_py():
     assert isinstance(pipelined("rediss://redis.example:6380/0"), RedisPyPipeline)
     assert isinstance(pipelined("redis://127.0.0.1:6379/0?socket_timeout=2"), RedisPyPipeline)
+
+
+async def test_a_subscription_hands_over_messages_and_survives_a_killed_connection(redis_url):
+    received: asyncio.Queue[tuple[bytes, bytes]] = asyncio.Queue()
+    subscription = Subscription(
+        plain_options(redis_url), lambda c, d: received.put_nowait((c, d)), reconnect_delay=0.05
+    )
+    admin = redis.Redis.from_url(redis_url)
+    first, second, left = key("first"), key("second"), key("left")
+    before = {c["id"] for c in admin.client_list(_type="pubsub")}
+
+    async def next_message() -> tuple[bytes, bytes]:
+        """The next message, past those "left" got before its unsubscribe took effect."""
+        while (message := await asyncio.wait_for(received.get(), 5)) == (left.encode(), b"gone"):
+            pass
+        return message
+
+    try:
+        await subscription.subscribe(first)
+        await subscription.subscribe(left)
+        await subscription.unsubscribe(left)
+        await async_wait_for(lambda: admin.publish(first, b"one") == 1, timeout=5, what="first")
+        assert await next_message() == (first.encode(), b"one")
+        await async_wait_for(lambda: admin.publish(left, b"gone") == 0, timeout=5, what="left")
+
+        [ours] = [c["id"] for c in admin.client_list(_type="pubsub") if c["id"] not in before]
+        admin.client_kill_filter(_id=ours)
+        # A subscribe right after the loss reconnects with its own channel; the other one
+        # is subscribed again by the reconnection that follows.
+        await async_wait_for(lambda: not subscription._connection.connected, timeout=5, what="loss")
+        await subscription.subscribe(second)
+
+        await async_wait_for(lambda: admin.publish(first, b"two") == 1, timeout=5, what="again")
+        await async_wait_for(lambda: admin.publish(second, b"three") == 1, timeout=5, what="new")
+        assert await next_message() == (first.encode(), b"two")
+        assert await next_message() == (second.encode(), b"three")
+    finally:
+        await subscription.close()
+    await async_wait_for(lambda: admin.publish(first, b"closed") == 0, timeout=5, what="closed")
