@@ -36,6 +36,8 @@ CONNECT_TIMEOUT = 10.0
 RECONNECT_DELAY = 1.0  # seconds between attempts while Redis cannot be reached
 _PLAIN_OPTIONS = {"host", "port", "db", "username", "password", "path", "connection_class"}
 
+logger = logging.getLogger(__name__)
+
 
 class Pipelined(Protocol):
     async def execute(self, commands: Sequence[Command]) -> list[Any]:
@@ -44,9 +46,6 @@ class Pipelined(Protocol):
         ...
 
     async def close(self) -> None: ...
-
-
-logger = logging.getLogger(__name__)
 
 
 def plain_options(url: str) -> dict[str, Any] | None:
@@ -121,7 +120,10 @@ class _ReplyReader(asyncio.Protocol):
         if self._on_push is None:
             return
         if type(reply) is list and len(reply) == 3 and reply[0] == b"message":
-            self._on_push(reply[1], reply[2])
+            try:
+                self._on_push(reply[1], reply[2])
+            except Exception:  # one bad message must not drop the connection
+                logger.exception("handling a message from Redis failed")
         elif isinstance(reply, redis.ResponseError):
             logger.warning("Redis refused a subscription command: %s", reply)
 

@@ -167,3 +167,24 @@ async def test_a_subscription_hands_over_messages_and_survives_a_killed_connecti
     finally:
         await subscription.close()
     await async_wait_for(lambda: admin.publish(first, b"closed") == 0, timeout=5, what="closed")
+
+
+async def test_a_failing_message_handler_does_not_drop_the_subscription(redis_url, caplog):
+    handled: list[bytes] = []
+
+    def handle(_channel: bytes, data: bytes) -> None:
+        if data == b"bad":
+            raise ValueError("cannot handle this one")
+        handled.append(data)
+
+    subscription, name = Subscription(plain_options(redis_url), handle), key("faulty")
+    admin = redis.Redis.from_url(redis_url)
+    try:
+        await subscription.subscribe(name)
+        await async_wait_for(lambda: admin.publish(name, b"bad") == 1, timeout=5, what="bad")
+        admin.publish(name, b"good")  # Redis delivers in order: after the failing one
+
+        await async_wait_for(lambda: handled == [b"good"], timeout=5, what="the next message")
+        assert "handling a message from Redis failed" in caplog.text
+    finally:
+        await subscription.close()
