@@ -12,6 +12,7 @@ import redis
 from channels_redis.pubsub import RedisPubSubChannelLayer
 
 from agentsite.channel_layer import RedisPubSubLayer, RespShard, WaitingShard
+from tests.integration.stack import async_wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -120,7 +121,12 @@ async def test_a_dropped_subscription_connection_is_reconnected_and_resubscribed
     before = {c["id"] for c in admin.client_list(_type="pubsub")}
     group, channel = group_name(), await reader.new_channel()
     await reader.group_add(group, channel)
-    ours = [c for c in admin.client_list(_type="pubsub") if c["id"] not in before]
+    # Subscribing only sends the command: Redis may serve this CLIENT LIST first.
+    ours = await async_wait_for(
+        lambda: [c for c in admin.client_list(_type="pubsub") if c["id"] not in before],
+        timeout=TIMEOUT,
+        what="the reader's subscription connection",
+    )
     assert len(ours) == 1
 
     admin.client_kill_filter(_id=ours[0]["id"])
