@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 
@@ -58,7 +59,19 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
     database = settings.DATABASES["default"]
     test = database.setdefault("TEST", {})
     if database["ENGINE"].endswith("sqlite3") and not test.get("NAME"):
-        test["NAME"] = os.path.join(tempfile.gettempdir(), f"agentsite-test-{os.getpid()}.sqlite3")
+        test["NAME"] = _sqlite_test_database()
+
+
+def _sqlite_test_database() -> str:
+    return os.path.join(tempfile.gettempdir(), f"agentsite-test-{os.getpid()}.sqlite3")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Django deletes the SQLite test database but not its WAL files (left behind in the
+    temp directory by every session otherwise)."""
+    for suffix in ("-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(_sqlite_test_database() + suffix)
 
 
 @pytest.fixture(autouse=True)
