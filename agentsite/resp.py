@@ -84,12 +84,9 @@ class _ReplyReader(asyncio.Protocol):
         self._transport = transport  # type: ignore[assignment]
 
     def request(self, commands: Sequence[Command]) -> asyncio.Future[list[Any]]:
+        self.send(commands)  # no reply can arrive before the waiter is queued: same loop turn
         future = asyncio.get_running_loop().create_future()
-        if self.lost or self._transport is None:
-            future.set_exception(redis.ConnectionError("the Redis connection is closed"))
-            return future
         self._waiting.append((future, len(commands), []))
-        self.send(commands)
         return future
 
     def send(self, commands: Sequence[Command]) -> None:
@@ -167,27 +164,26 @@ class RespConnection:
         return self._reader is not None and not self._reader.lost
 
     async def execute(self, commands: Sequence[Command]) -> list[Any]:
-        reader = self._reader
-        if reader is None or reader.lost:
-            reader = await self._connect()
-        return await reader.request(commands)
+        return await (await self._ready()).request(commands)
 
     async def send(self, commands: Sequence[Command]) -> None:
         """Write ``commands`` (connecting first if needed) without waiting for replies."""
-        reader = self._reader
-        if reader is None or reader.lost:
-            reader = await self._connect()
-        reader.send(commands)
+        (await self._ready()).send(commands)
 
     async def close(self) -> None:
         if self._reader is not None:
             self._reader.close()
             self._reader = None
 
+    async def _ready(self) -> _ReplyReader:
+        """The open connection; a new one if there is none or it was lost."""
+        reader = self._reader
+        return reader if reader is not None and not reader.lost else await self._connect()
+
     async def _connect(self) -> _ReplyReader:
         self._connecting = self._connecting or asyncio.Lock()
         async with self._connecting:
-            if self._reader is not None and not self._reader.lost:
+            if self._reader is not None and self.connected:
                 return self._reader  # another caller connected meanwhile
             self._reader = None
             reader = await self._open()

@@ -120,11 +120,10 @@ class RunPoller:
         self._woken.set()
 
     async def _listen(self, subscribed: asyncio.Event) -> None:
-        """Wake-ups sent by other processes (team mode) through the channel layer."""
+        """Wake-ups sent by other processes (team mode) through the channel layer (only
+        started where :func:`_wakes_cross_processes`: a layer exists)."""
         layer = get_channel_layer()
         try:
-            if layer is None:
-                return
             channel = await layer.new_channel()
             await layer.group_add(WAKE_GROUP, channel)
         finally:
