@@ -221,7 +221,9 @@ class ReActAgent:
         """Run the tool loop for ``query`` (appended to ``history`` as a pinned message)."""
         run = _Run(query=query, tools=self.tools, started=time.perf_counter())
         mode = "native" if self._native_mode_active else "json"
-        logger.info("agent run started: mode=%s tools=%d", mode, len(self.tools))
+        # DEBUG: an application logs its own line per run (the web app's runner does); two
+        # more INFO lines per run were a tenth of a busy worker's event-loop time.
+        logger.debug("agent run started: mode=%s tools=%d", mode, len(self.tools))
         status, answer, error, stop_reason = SUCCEEDED, "", None, "answer"
         try:
             run.tools = await self._select_tools(run)
@@ -255,7 +257,7 @@ class ReActAgent:
         )
         if status in (SUCCEEDED, PAUSED):
             await self._emit(AnswerSignal())
-        logger.info(
+        logger.debug(
             "agent run ended: status=%s reason=%s iterations=%d steps=%d elapsed=%.3fs",
             status,
             stop_reason,

@@ -12,7 +12,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.test import override_settings
 
-from conversations import services
+from conversations import runner, services
 from conversations.models import Conversation, Message, Run, RunEvent
 from conversations.publisher import conversation_group
 from conversations.runner import execute_run
@@ -255,6 +255,71 @@ async def test_a_first_answer_takes_a_fixed_handful_of_queries(
     selects = [sql for sql in statements.statements if sql.upper().startswith("SELECT")]
     assert len(selects) == 2, selects  # the claim's load, the configuration's token
     assert len(statements.statements) <= 13, statements.statements
+
+
+async def test_a_burst_of_new_runs_starts_a_few_at_a_time(
+    user, chat_model, llm_server, no_launch, monkeypatch
+):
+    """Runs arriving together are set up STARTUP_CONCURRENCY at a time: all at once, a
+    burst kept the process's loop saturated while the runs already streaming waited."""
+    original = runner._prepare
+    state = {"inside": 0, "peak": 0}
+    changed = threading.Condition()
+
+    def counting_prepare(run_id, task_id=""):
+        with changed:
+            state["inside"] += 1
+            state["peak"] = max(state["peak"], state["inside"])
+            changed.notify_all()
+            # Hold the slot until one start too many is inside (or, as it must be with
+            # the limit, a while passes), so ungated starts would be seen together.
+            changed.wait_for(lambda: state["inside"] > runner.STARTUP_CONCURRENCY, timeout=0.3)
+        try:
+            return original(run_id, task_id)
+        finally:
+            with changed:
+                state["inside"] -= 1
+
+    monkeypatch.setattr(runner, "_prepare", counting_prepare)
+    runs = []
+    for _ in range(4):
+        llm_server.push("Done.", "Final answer.")
+        conversation = await sync_to_async(services.conversation_create)(owner=user)
+        runs.append((await sync_to_async(post)(conversation, user, "hi"))[1])
+
+    statuses = await asyncio.gather(*(execute_run(run.pk) for run in runs))
+
+    assert statuses == ["succeeded"] * 4
+    assert state["peak"] == runner.STARTUP_CONCURRENCY == 2
+
+
+async def test_the_answer_is_rendered_off_the_event_loop(
+    user, chat_model, llm_server, no_launch, monkeypatch
+):
+    """The done frame's markdown (1.6 ms for 300 tokens) is rendered on a database thread
+    while the answer is saved: on the loop, runs ending together held up every stream."""
+    from conversations import markdown
+
+    original = markdown._render
+    rendered_on: dict[str, str] = {}
+
+    def recording_render(text):
+        rendered_on.setdefault(text, threading.current_thread().name)
+        return original(text)
+
+    monkeypatch.setattr(markdown, "_render", recording_render)
+    answer = "A **unique** answer, rendered once."
+    llm_server.push(
+        "Done.", {"content": answer, "chunks": ["A **unique** ", "answer, rendered once."]}
+    )
+    conversation = await sync_to_async(services.conversation_create)(owner=user)
+    _, run, _ = await sync_to_async(post)(conversation, user, "hi")
+
+    assert await execute_run(run.pk) == "succeeded"
+
+    assert rendered_on[answer].startswith("agentsite-db")
+    done = await RunEvent.objects.filter(run=run, channel="done").aget()
+    assert done.payload["answer"] == answer
 
 
 async def test_unconfigured_model_fails_with_clear_message(user, no_launch, db):
