@@ -257,30 +257,36 @@ async def test_a_first_answer_takes_a_fixed_handful_of_queries(
     assert len(statements.statements) <= 13, statements.statements
 
 
-async def test_a_burst_of_new_runs_starts_a_few_at_a_time(
-    user, chat_model, llm_server, no_launch, monkeypatch
+@pytest.mark.parametrize(
+    ("step", "limit"),
+    [("_prepare", "STARTUP_CONCURRENCY"), ("_save_answer_and_finish", "CLOSING_CONCURRENCY")],
+)
+async def test_runs_arriving_together_start_and_close_a_few_at_a_time(
+    user, chat_model, llm_server, no_launch, monkeypatch, step, limit
 ):
-    """Runs arriving together are set up STARTUP_CONCURRENCY at a time: all at once, a
-    burst kept the process's loop saturated while the runs already streaming waited."""
-    original = runner._prepare
+    """A run's set-up and its closing (database threads' CPU) run a few at a time: all at
+    once, a burst kept the process's loop saturated while the runs already streaming
+    waited (at 200 streams, their tokens up to 400 ms late)."""
+    original = getattr(runner, step)
+    allowed = getattr(runner, limit)
     state = {"inside": 0, "peak": 0}
     changed = threading.Condition()
 
-    def counting_prepare(run_id, task_id=""):
+    def counting_step(*args, **kwargs):
         with changed:
             state["inside"] += 1
             state["peak"] = max(state["peak"], state["inside"])
             changed.notify_all()
-            # Hold the slot until one start too many is inside (or, as it must be with
-            # the limit, a while passes), so ungated starts would be seen together.
-            changed.wait_for(lambda: state["inside"] > runner.STARTUP_CONCURRENCY, timeout=0.3)
+            # Hold the slot until one too many is inside (or, as it must be with the
+            # limit, a while passes), so ungated calls would be seen together.
+            changed.wait_for(lambda: state["inside"] > allowed, timeout=0.3)
         try:
-            return original(run_id, task_id)
+            return original(*args, **kwargs)
         finally:
             with changed:
                 state["inside"] -= 1
 
-    monkeypatch.setattr(runner, "_prepare", counting_prepare)
+    monkeypatch.setattr(runner, step, counting_step)
     runs = []
     for _ in range(4):
         llm_server.push("Done.", "Final answer.")
@@ -290,7 +296,7 @@ async def test_a_burst_of_new_runs_starts_a_few_at_a_time(
     statuses = await asyncio.gather(*(execute_run(run.pk) for run in runs))
 
     assert statuses == ["succeeded"] * 4
-    assert state["peak"] == runner.STARTUP_CONCURRENCY == 2
+    assert state["peak"] == allowed == 2
 
 
 async def test_the_answer_is_rendered_off_the_event_loop(
