@@ -288,9 +288,10 @@ async def execute_run(
     if followup is not None:
         await _start_followup(publisher, *followup)
     logger.info(
-        "run %s finished: %s in %.2fs, %d frames, %d log writes, %d iterations",
+        "run %s finished: %s in %.2fs, %d frames, %d log writes, %d iterations%s",
         run_id, status, elapsed, publisher.frames_sent, publisher.db_writes,
         result.iterations if result is not None else 0,
+        f", Celery task {task_id}" if task_id else "",
     )  # fmt: skip
     return status
 
