@@ -149,6 +149,10 @@ AGENTSITE_RUN_STALE_SECONDS = env.int("AGENTSITE_RUN_STALE_SECONDS", default=90)
 AGENTSITE_MESSAGE_MAX_CHARS = env.int("AGENTSITE_MESSAGE_MAX_CHARS", default=100_000)
 AGENTSITE_API_RATE_LIMIT = env.int("AGENTSITE_API_RATE_LIMIT", default=120)  # per minute
 AGENTSITE_DB_THREADS = env.int("AGENTSITE_DB_THREADS", default=16)  # ORM threads per process
+# Runs of one process setting up (claim, load) or closing (save the answer) at once: the
+# rest queue, so a burst of starts or ends leaves the process's loop free to stream.
+# Each start waits for three database round trips: raise it when the database is far.
+AGENTSITE_RUN_SETUP_CONCURRENCY = env.int("AGENTSITE_RUN_SETUP_CONCURRENCY", default=2)
 # Threads serving sync views under daphne (agentsite.http); each keeps its DB connection.
 AGENTSITE_HTTP_THREADS = env.int("AGENTSITE_HTTP_THREADS", default=8)
 # A running run's process is woken when a follow-up or Stop is saved; it also checks this

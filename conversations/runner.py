@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -38,18 +39,21 @@ from engine.loops import PerLoop
 
 logger = logging.getLogger(__name__)
 
-# Runs of one process in their start-up (claim, load, build the agent) at once. A burst of
-# new runs otherwise starts all together: 200 at once kept a worker's loop saturated for
-# two seconds while the runs already streaming waited (their tokens 100-400 ms late).
-# Admitted in order, the burst takes no longer in all, and each start is quicker.
-STARTUP_CONCURRENCY = 2
-_startups: PerLoop[asyncio.Semaphore] = PerLoop(lambda: asyncio.Semaphore(STARTUP_CONCURRENCY))
-# The same for closing runs (save the answer, close the run): each is a database thread's
-# CPU for a few ms, and runs that started together end together. Sixteen such threads at
-# once left the loop thread a sixteenth of the interpreter lock: 200 streams' p99 went
-# from 65-95 ms to 85-155 ms when their first runs ended.
-CLOSING_CONCURRENCY = 2
-_closings: PerLoop[asyncio.Semaphore] = PerLoop(lambda: asyncio.Semaphore(CLOSING_CONCURRENCY))
+
+def _setup_slots() -> asyncio.Semaphore:
+    """Runs of one process in their set-up (claim, load, build the agent) or in their
+    closing (save the answer, close the run) at once: ``AGENTSITE_RUN_SETUP_CONCURRENCY``
+    each. The steps are a database thread's CPU for a few ms, and runs arrive and end in
+    bursts: 200 runs starting together kept a worker's loop saturated for two seconds
+    while the runs already streaming waited (tokens 100-400 ms late), and sixteen threads
+    saving answers at once left the loop a sixteenth of the interpreter lock. Admitted in
+    order, a burst takes no longer in all, and each step is quicker.
+    """
+    return asyncio.Semaphore(settings.AGENTSITE_RUN_SETUP_CONCURRENCY)
+
+
+_startups: PerLoop[asyncio.Semaphore] = PerLoop(_setup_slots)
+_closings: PerLoop[asyncio.Semaphore] = PerLoop(_setup_slots)
 
 
 @dataclass

@@ -257,18 +257,16 @@ async def test_a_first_answer_takes_a_fixed_handful_of_queries(
     assert len(statements.statements) <= 13, statements.statements
 
 
-@pytest.mark.parametrize(
-    ("step", "limit"),
-    [("_prepare", "STARTUP_CONCURRENCY"), ("_save_answer_and_finish", "CLOSING_CONCURRENCY")],
-)
+@pytest.mark.parametrize("step", ["_prepare", "_save_answer_and_finish"])
+@override_settings(AGENTSITE_RUN_SETUP_CONCURRENCY=2)
 async def test_runs_arriving_together_start_and_close_a_few_at_a_time(
-    user, chat_model, llm_server, no_launch, monkeypatch, step, limit
+    user, chat_model, llm_server, no_launch, monkeypatch, step
 ):
     """A run's set-up and its closing (database threads' CPU) run a few at a time: all at
     once, a burst kept the process's loop saturated while the runs already streaming
     waited (at 200 streams, their tokens up to 400 ms late)."""
     original = getattr(runner, step)
-    allowed = getattr(runner, limit)
+    allowed = 2
     state = {"inside": 0, "peak": 0}
     changed = threading.Condition()
 
