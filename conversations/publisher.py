@@ -5,7 +5,8 @@ the conversation's event sequence while the run is active). Answer deltas are co
 adaptively: a delta arriving on an idle stream goes out at once; while frames flow, later
 deltas are batched into at most one frame per ``FRAME_INTERVAL``. Log rows are written in
 batches (at most ~2 writes a second), except the events that must be durable before work
-continues (a tool call about to run, the end of the run).
+continues (a tool call about to run, the end of the run). A run that answered writes its
+last events in the transaction that saves the answer (:meth:`RunPublisher.write_last`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from channels.layers import get_channel_layer
 from django.db import connection, transaction
@@ -29,6 +31,7 @@ from engine.events import AgentEvent, AnswerDelta, ErrorEvent, IterationDone
 from engine.loops import PerLoop
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 FRAME_INTERVAL = 0.05
 # A delta arriving at least this long after the previous one means the stream is not
@@ -117,6 +120,45 @@ class RunPublisher:
         else:
             log_writer().mark_dirty(self)
         return seq
+
+    async def write_last(
+        self, channel: str, payload: dict[str, Any], save: Callable[[list[eventlog.Entry]], T]
+    ) -> tuple[eventlog.Entry, T]:
+        """Number the run's last event and write it, with the events not written yet, in the
+        transaction that closes the run: ``save(entries)`` runs on a database thread and
+        writes them with :func:`write_event_rows`. One database write ends a run instead of
+        two (the close, then the log). Its frame goes out with :meth:`send_written` (the
+        caller may render it with what ``save`` returned). Nothing is published after it.
+        """
+        async with self._flush_lock, self._lock:
+            self.seq += 1
+            entry: eventlog.Entry = (self.seq, self.run_id, channel, payload)
+            earlier = list(self._unflushed)
+            try:
+                saved = await db(save)([*earlier, entry])
+            except BaseException:
+                self.seq -= 1  # not written: the number is free again
+                raise
+            self.db_writes += 1
+            del self._unflushed[: len(earlier)]
+            if earlier:
+                await eventlog.tail_drop(self.conversation_id, len(earlier))
+        return entry, saved
+
+    async def send_written(self, entry: eventlog.Entry) -> None:
+        """Send the frame of an event already in the rows (no tail: a reader that joins
+        the group after this send finds the row)."""
+        seq, run_id, channel, payload = entry
+        message = {
+            "type": "run.event",
+            "seq": seq,
+            "run_id": run_id,
+            "channel": channel,
+            "payload": payload,
+            "html": self.view.apply(seq, channel, payload),
+        }
+        await self.layer.group_send(self.group, message)
+        self.frames_sent += 1
 
     async def close(self) -> None:
         """Send pending deltas and write every event still in memory."""
@@ -258,6 +300,27 @@ def _write_event_batches(batches: list[tuple[int, list[eventlog.Entry]]]) -> Non
     frame's path. Values still go through the fields' own database preparation (JSON and
     datetimes per backend).
     """
+    marks = [(conversation_id, batch[-1][0]) for conversation_id, batch in batches]
+    with transaction.atomic(), connection.cursor() as cursor:
+        write_event_rows(batches, cursor)
+        if connection.vendor == "postgresql":
+            _raise_marks_with_unnest(cursor, marks)
+        else:
+            _raise_marks_with_statements(cursor, marks)
+
+
+_EVENT_COLUMNS = "run_id, conversation_id, seq, channel, payload, created_at"
+
+
+def write_event_rows(batches: list[tuple[int, list[eventlog.Entry]]], cursor: Any = None) -> None:
+    """Insert the rows of ``batches`` (conversation id, entries), inside the caller's
+    transaction; the conversations' high-water marks are the caller's to raise.
+
+    PostgreSQL: one ``COPY``. A statement per row took 48 ms (15 ms of CPU) for the 550
+    rows of 50 streams' half second, and while it ran a third of the tokens that came late
+    at 50 streams were waiting; ``COPY`` takes 14-19 ms (5-6 ms of CPU). Other databases
+    (SQLite): one ``executemany``.
+    """
     meta = RunEvent._meta
     created_at = meta.get_field("created_at").get_db_prep_value(timezone.now(), connection)
     payload_field = meta.get_field("payload")
@@ -267,27 +330,23 @@ def _write_event_batches(batches: list[tuple[int, list[eventlog.Entry]]]) -> Non
         for conversation_id, batch in batches
         for seq, run_id, channel, payload in batch
     ]  # fmt: skip
-    marks = [(conversation_id, batch[-1][0]) for conversation_id, batch in batches]
-    with transaction.atomic(), connection.cursor() as cursor:
+    with contextlib.ExitStack() as stack:
+        if cursor is None:
+            cursor = stack.enter_context(connection.cursor())
         if connection.vendor == "postgresql":
-            _write_with_copy(cursor.cursor, rows, marks)
+            copy_sql = f"COPY {meta.db_table} ({_EVENT_COLUMNS}) FROM STDIN"
+            with cursor.cursor.copy(copy_sql) as copy:  # psycopg's own cursor
+                for row in rows:
+                    copy.write_row(row)
         else:
-            _write_with_statements(cursor, rows, marks)
+            cursor.executemany(
+                f"INSERT INTO {meta.db_table} ({_EVENT_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s)",
+                rows,
+            )
 
 
-_EVENT_COLUMNS = "run_id, conversation_id, seq, channel, payload, created_at"
-
-
-def _write_with_copy(cursor: Any, rows: list[tuple], marks: list[tuple[int, int]]) -> None:
-    """PostgreSQL: the rows in one ``COPY``, the marks in one ``UPDATE ... FROM unnest``.
-
-    A statement per row took 48 ms (15 ms of CPU) for the 550 rows of 50 streams' half
-    second, and while it ran a third of the tokens that came late at 50 streams were
-    waiting; ``COPY`` takes 14-19 ms (5-6 ms of CPU). ``cursor`` is psycopg's own.
-    """
-    with cursor.copy(f"COPY {RunEvent._meta.db_table} ({_EVENT_COLUMNS}) FROM STDIN") as copy:
-        for row in rows:
-            copy.write_row(row)
+def _raise_marks_with_unnest(cursor: Any, marks: list[tuple[int, int]]) -> None:
+    """PostgreSQL: every conversation's mark in one ``UPDATE ... FROM unnest``."""
     cursor.execute(
         f"UPDATE {Conversation._meta.db_table} AS c "
         "SET last_event_seq = GREATEST(c.last_event_seq, v.seq) "
@@ -296,12 +355,8 @@ def _write_with_copy(cursor: Any, rows: list[tuple], marks: list[tuple[int, int]
     )
 
 
-def _write_with_statements(cursor: Any, rows: list[tuple], marks: list[tuple[int, int]]) -> None:
-    """Other databases (SQLite): one ``executemany`` each for the rows and the marks."""
-    cursor.executemany(
-        f"INSERT INTO {RunEvent._meta.db_table} ({_EVENT_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s)",
-        rows,
-    )
+def _raise_marks_with_statements(cursor: Any, marks: list[tuple[int, int]]) -> None:
+    """Other databases (SQLite): one ``executemany``."""
     cursor.executemany(
         f"UPDATE {Conversation._meta.db_table} SET last_event_seq = CASE "
         "WHEN last_event_seq > %s THEN last_event_seq ELSE %s END WHERE id = %s",

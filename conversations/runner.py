@@ -10,6 +10,7 @@ the token and delivers follow-ups (inject messages) to the engine's queue.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from dataclasses import dataclass
@@ -19,11 +20,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from conversations import compaction, launcher
+from conversations import compaction, eventlog, launcher
 from conversations.asyncdb import db
 from conversations.markdown import render_markdown
 from conversations.models import Conversation, Message, Run
-from conversations.publisher import RunPublisher
+from conversations.publisher import RunPublisher, write_event_rows
 from conversations.services import (
     default_model_cached,
     followups_left_over,
@@ -216,28 +217,38 @@ async def execute_run(
     started = time.perf_counter()
     status, error, result, llm = Run.Status.FAILED, "", None, None
     finished = False
+    unsaved = False  # the answer could not be saved (the engine goes on: its callback failed)
     taken_in = 0  # follow-ups the agent took in (one Inject event each, delivery order)
     followup: tuple[Run, list[Message]] | None = None  # the run answering the others
 
     async def on_event(event) -> None:
-        nonlocal finished, taken_in, followup
+        nonlocal finished, taken_in, followup, unsaved
         if isinstance(event, Inject):
             taken_in += 1
         if isinstance(event, Done) and result is not None:
-            # The answer is saved and the run closed before the done frame goes out: the
-            # live footer can pin the answer, and a message sent by someone who has seen
-            # "done" starts a new run instead of joining this one. That run may start
-            # before this one's last events are written: the close reserves the done
-            # frame's number, so the next run numbers its events after it.
+            # The answer saved, the run closed and its last events written, in one
+            # transaction, before the done frame goes out: the live footer can pin the
+            # answer, and a message sent by someone who has seen "done" starts a new run
+            # (numbering its events after this one's) instead of joining this one.
             await publisher.send_pending_delta()
             elapsed = time.perf_counter() - started
-            async with _closings.get():
-                message, followup = await db(_save_answer_and_finish)(
-                    setup, event.answer, event.usage, result, elapsed,
-                    publisher.next_seq, inject_ids[:taken_in], publisher.view.answer_text,
-                )  # fmt: skip
+            closing = functools.partial(
+                _save_answer_and_finish, setup, event.answer, event.usage, result, elapsed,
+                taken_in=inject_ids[:taken_in], shown_answer=publisher.view.answer_text,
+            )  # fmt: skip
+            try:
+                async with _closings.get():
+                    entry, (message, followup) = await publisher.write_last(
+                        event.channel, event.to_dict(), closing
+                    )
+            except Exception:
+                logger.exception("run %s could not save its answer", run_id)
+                unsaved = True
+                return
             publisher.view.assistant_message = message
             finished = True
+            await publisher.send_written(entry)
+            return
         await publisher.on_event(event)
 
     try:
@@ -263,6 +274,8 @@ async def execute_run(
                 pass
         status = result.status
         error = result.error or ""
+        if unsaved:
+            status, error = Run.Status.FAILED, UNSAVED_ANSWER
         if status == Run.Status.FAILED and not error:
             error = result.answer
     except CancelledRun:
@@ -314,6 +327,11 @@ async def _start_followup(publisher: RunPublisher, run: Run, messages: list[Mess
     await asyncio.to_thread(launcher.launch, run.pk)
 
 
+UNSAVED_ANSWER = (
+    "The answer could not be saved because of an internal error. Send the message again."
+)
+
+
 def _readable(error: str) -> str:
     return error or "The run failed."
 
@@ -324,12 +342,14 @@ def _save_answer_and_finish(
     usage: dict,
     result: AgentResult,
     elapsed: float,
-    done_seq: int,
+    log_entries: list[eventlog.Entry],
+    *,
     taken_in: list[int],
     shown_answer: str = "",
 ) -> tuple[Message, tuple[Run, list[Message]] | None]:
-    """Save the answer and close the run; ``done_seq`` is the number its done event will
-    have. Returns the message and the follow-up run, if any (see :func:`_finish`).
+    """Save the answer, close the run and write its last events (``log_entries``, the
+    done event last). Returns the message and the follow-up run, if any (see
+    :func:`_finish`).
 
     ``shown_answer`` (the streamed text, as the done frame will render it) is rendered
     here first, off the event loop, so the done frame finds it in the render cache: a
@@ -339,7 +359,9 @@ def _save_answer_and_finish(
     if shown_answer:
         render_markdown(shown_answer)
     with transaction.atomic():
+        done_seq = log_entries[-1][0]
         seq, _title = next_message_seq(setup.conversation.pk, events_through=done_seq)
+        write_event_rows([(setup.conversation.pk, log_entries)])
         message = message_create(
             conversation=setup.conversation,
             seq=seq,

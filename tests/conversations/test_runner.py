@@ -254,7 +254,10 @@ async def test_a_first_answer_takes_a_fixed_handful_of_queries(
 
     selects = [sql for sql in statements.statements if sql.upper().startswith("SELECT")]
     assert len(selects) == 2, selects  # the claim's load, the configuration's token
-    assert len(statements.statements) <= 13, statements.statements
+    assert len(statements.statements) <= 10, statements.statements
+    # One transaction closes the run and writes its events (the done event among them).
+    begins = [sql for sql in statements.statements if sql.upper().startswith("BEGIN")]
+    assert len(begins) == 1, statements.statements
 
 
 @pytest.mark.parametrize("step", ["_prepare", "_save_answer_and_finish"])
@@ -324,6 +327,39 @@ async def test_the_answer_is_rendered_off_the_event_loop(
     assert rendered_on[answer].startswith("agentsite-db")
     done = await RunEvent.objects.filter(run=run, channel="done").aget()
     assert done.payload["answer"] == answer
+
+
+async def test_a_failing_close_leaves_the_log_whole_and_the_run_failed(
+    user, chat_model, llm_server, no_launch, monkeypatch
+):
+    """The close writes the run's last events in its own transaction: when it fails, the
+    run ends failed saying so, and those events are written with the error, numbered
+    without a gap."""
+
+    def failing_close(*args, **kwargs):
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(runner, "_save_answer_and_finish", failing_close)
+    llm_server.push("Done.", {"content": "Final answer.", "chunks": ["Final ", "answer."]})
+    conversation = await sync_to_async(services.conversation_create)(owner=user)
+    message, run, _ = await sync_to_async(post)(conversation, user, "hi")
+
+    assert await execute_run(run.pk) == "failed"
+
+    run = await Run.objects.aget(pk=run.pk)
+    assert run.status == "failed" and run.error == runner.UNSAVED_ANSWER
+    assert await Message.objects.filter(pk=message.pk).aexists()
+    assert not await Message.objects.filter(run=run, role="assistant").aexists()
+    events = await sync_to_async(event_list)(run)
+    assert ("answer", None, "delta") in events
+    assert events[-1] == ("error", None, "failed") and ("done", None, None) not in events
+    seqs = [
+        seq
+        async for seq in RunEvent.objects.filter(run=run)
+        .order_by("seq")
+        .values_list("seq", flat=True)
+    ]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
 
 
 async def test_unconfigured_model_fails_with_clear_message(user, no_launch, db):
