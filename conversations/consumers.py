@@ -1,6 +1,7 @@
 """Websocket consumer: pushes a conversation's rendered events to its owner.
 
-Connect: authenticate, check ownership, join the group, catch up, ``accept()`` last.
+Connect: authenticate, join the group, check ownership and catch up (one database call;
+not the owner: leave the group and close), ``accept()`` last.
 Catch-up re-renders every run that changed after the page's last event (``?after=N``) as
 one idempotent block; live frames at or below the caught-up sequence are dropped, so a
 reconnect never loses or doubles anything.
@@ -22,18 +23,21 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         user = self.scope.get("user")
         self.conversation_id = int(self.scope["url_route"]["kwargs"]["conversation_id"])
         user_id = user.pk if user is not None and user.is_authenticated else None
-        allowed = await database_sync_to_async(selectors.conversation_owned_by)(
-            user_id=user_id, conversation_id=self.conversation_id
-        )
-        if not allowed:
+        if user_id is None:
             await self.close(code=4403)
             return
-        self.group = conversation_group(self.conversation_id)
-        await self.channel_layer.group_add(self.group, self.channel_name)
-        after = _after(self.scope)
-        frames, self.last_seq = await database_sync_to_async(selectors.catch_up_frames)(
-            conversation_id=self.conversation_id, after_seq=after
+        # Joined before the catch-up reads anything, left at once if not the owner.
+        group = conversation_group(self.conversation_id)
+        await self.channel_layer.group_add(group, self.channel_name)
+        caught_up = await database_sync_to_async(selectors.socket_catch_up)(
+            user_id=user_id, conversation_id=self.conversation_id, after_seq=_after(self.scope)
         )
+        if caught_up is None:
+            await self.channel_layer.group_discard(group, self.channel_name)
+            await self.close(code=4403)
+            return
+        self.group = group
+        frames, self.last_seq = caught_up
         await self.accept()
         for html in frames:
             await self.send(text_data=html)

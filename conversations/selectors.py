@@ -22,12 +22,6 @@ def conversation_get(*, user, conversation_id: int) -> Conversation:
     return get_object_or_404(Conversation, pk=conversation_id, owner=user)
 
 
-def conversation_owned_by(*, user_id: int | None, conversation_id: int) -> bool:
-    if not user_id:
-        return False
-    return Conversation.objects.filter(pk=conversation_id, owner_id=user_id).exists()
-
-
 def message_get(*, user, message_id: int):
     from conversations.models import Message
 
@@ -123,6 +117,35 @@ class _PendingInject:
             kind="inject", text=message.content, dom_id=f"inject-{message.pk}",
             extra={"delivered": False},
         )  # fmt: skip
+
+
+def socket_catch_up(
+    *, user_id: int | None, conversation_id: int, after_seq: int
+) -> tuple[list[str], int] | None:
+    """A websocket's connect in one database call: None unless ``user_id`` owns the
+    conversation, else :func:`catch_up_frames`.
+
+    Usually nothing happened since the page was rendered: one tail read and one query
+    (ownership and the conversation's high-water mark of written events) tell. The tail is
+    read first: an event not in it then was either written already (the mark counts it)
+    or appended later, and sent after the socket joined the group (the caller joins first).
+    """
+    from conversations import eventlog
+    from conversations.models import Conversation
+
+    if not user_id:
+        return None
+    unwritten = eventlog.tail_get(conversation_id)
+    written_through = (
+        Conversation.objects.filter(pk=conversation_id, owner_id=user_id)
+        .values_list("last_event_seq", flat=True)
+        .first()
+    )
+    if written_through is None:
+        return None
+    if written_through <= after_seq and all(entry[0] <= after_seq for entry in unwritten):
+        return [], after_seq
+    return catch_up_frames(conversation_id=conversation_id, after_seq=after_seq)
 
 
 def catch_up_frames(*, conversation_id: int, after_seq: int) -> tuple[list[str], int]:

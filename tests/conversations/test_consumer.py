@@ -9,11 +9,13 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
+from django.test import override_settings
 
 from agentsite.asgi import application
 from conversations import services
 from conversations.publisher import RunPublisher
 from engine.events import AnswerDelta, IterationDone, IterationStart, ThinkingStart
+from tests.conversations.statements import Statements
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -97,6 +99,31 @@ async def test_reconnect_catches_up_then_streams_without_duplicates(client, user
     await socket.disconnect()
 
 
+@override_settings(DEBUG=True)  # statements are logged
+async def test_a_connect_reads_the_log_only_when_something_is_new(client, user, setup_run):
+    """The page shows everything up to its last event: a connect then sends nothing and
+    costs one query. Events written since (none left in the tail) are caught up."""
+    conversation, run = await sync_to_async(setup_run)()
+    cookie = await sync_to_async(login_cookie)(client, user)
+    publisher = RunPublisher(run_id=run.pk, conversation_id=conversation.pk, start_seq=0)
+    await publisher.on_event(ThinkingStart(1))
+    await publisher.on_event(AnswerDelta("All written."))
+    await publisher.close()  # every event in the rows, none in the tail
+    last_seq = publisher.seq
+
+    socket = await open_socket(conversation.pk, cookie, after=0)
+    catch_up = await socket.receive_from(timeout=2)
+    assert f'id="run-{run.pk}"' in catch_up and "All written." in catch_up
+    await socket.disconnect()
+
+    with Statements() as statements:
+        socket = await open_socket(conversation.pk, cookie, after=last_seq)
+    assert await socket.receive_nothing(timeout=0.2)
+    await socket.disconnect()
+    reads = [sql for sql in statements.statements if "conversations_" in sql]
+    assert len(reads) == 1 and "last_event_seq" in reads[0], statements.statements
+
+
 async def test_other_users_cannot_subscribe(client, user, other_user, setup_run):
     conversation, _ = await sync_to_async(setup_run)()
     cookie = await sync_to_async(login_cookie)(client, other_user)
@@ -108,6 +135,8 @@ async def test_other_users_cannot_subscribe(client, user, other_user, setup_run)
     connected, _ = await communicator.connect()
     assert not connected
     await communicator.disconnect()
+    # The consumer joined the group before its ownership check, and left it on refusal.
+    assert not get_channel_layer().groups.get(f"conversation.{conversation.pk}")
 
 
 async def test_deltas_are_coalesced_while_streaming(user, setup_run):

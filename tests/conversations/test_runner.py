@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import threading
 import time
 
@@ -17,6 +16,7 @@ from conversations.models import Conversation, Message, Run, RunEvent
 from conversations.publisher import conversation_group
 from conversations.runner import execute_run
 from engine import Tool
+from tests.conversations.statements import Statements
 from tools.registry import register, spec_for_tool
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -194,31 +194,6 @@ async def test_a_followup_sent_while_the_run_was_queued_reaches_it(
 
     second = llm_server.requests[1]["messages"]
     assert "Also say bye" in second[-1]["content"]
-
-
-class Statements(logging.Handler):
-    """SQL statements run meanwhile (in any thread, or only in ``thread``)."""
-
-    def __init__(self, thread: str = "") -> None:
-        super().__init__()
-        self.thread = thread
-        self.statements: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if getattr(record, "sql", None) and self.thread in ("", record.threadName):
-            self.statements.append(str(record.sql))
-
-    def __enter__(self) -> Statements:
-        logger = logging.getLogger("django.db.backends")
-        self._level = logger.level
-        logger.addHandler(self)
-        logger.setLevel(logging.DEBUG)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        logger = logging.getLogger("django.db.backends")
-        logger.removeHandler(self)
-        logger.setLevel(self._level)
 
 
 @override_settings(DEBUG=True, AGENTSITE_RUN_POLL_SECONDS=600)  # DEBUG: queries are logged
