@@ -100,17 +100,8 @@ class RunPublisher:
             seq = self.seq
             entry: eventlog.Entry = (seq, self.run_id, channel, payload)
             self._unflushed.append(entry)
-            html = self.view.apply(seq, channel, payload)
-            message = {
-                "type": "run.event",
-                "seq": seq,
-                "run_id": self.run_id,
-                "channel": channel,
-                "payload": payload,
-                "html": html,
-            }
             await eventlog.tail_append_and_send(
-                self.conversation_id, entry, self.layer, self.group, message
+                self.conversation_id, entry, self.layer, self.group, self._frame(entry)
             )
             self.frames_sent += 1
             cost = time.monotonic() - self._last_frame_at
@@ -148,8 +139,13 @@ class RunPublisher:
     async def send_written(self, entry: eventlog.Entry) -> None:
         """Send the frame of an event already in the rows (no tail: a reader that joins
         the group after this send finds the row)."""
+        await self.layer.group_send(self.group, self._frame(entry))
+        self.frames_sent += 1
+
+    def _frame(self, entry: eventlog.Entry) -> dict[str, Any]:
+        """The channel-layer message of ``entry``, its HTML rendered by the run's view."""
         seq, run_id, channel, payload = entry
-        message = {
+        return {
             "type": "run.event",
             "seq": seq,
             "run_id": run_id,
@@ -157,8 +153,6 @@ class RunPublisher:
             "payload": payload,
             "html": self.view.apply(seq, channel, payload),
         }
-        await self.layer.group_send(self.group, message)
-        self.frames_sent += 1
 
     async def close(self) -> None:
         """Send pending deltas and write every event still in memory."""
@@ -301,18 +295,15 @@ def _write_event_batches(batches: list[tuple[int, list[eventlog.Entry]]]) -> Non
     datetimes per backend).
     """
     marks = [(conversation_id, batch[-1][0]) for conversation_id, batch in batches]
-    with transaction.atomic(), connection.cursor() as cursor:
-        write_event_rows(batches, cursor)
-        if connection.vendor == "postgresql":
-            _raise_marks_with_unnest(cursor, marks)
-        else:
-            _raise_marks_with_statements(cursor, marks)
+    with transaction.atomic():
+        write_event_rows(batches)
+        _raise_marks(marks)
 
 
 _EVENT_COLUMNS = "run_id, conversation_id, seq, channel, payload, created_at"
 
 
-def write_event_rows(batches: list[tuple[int, list[eventlog.Entry]]], cursor: Any = None) -> None:
+def write_event_rows(batches: list[tuple[int, list[eventlog.Entry]]]) -> None:
     """Insert the rows of ``batches`` (conversation id, entries), inside the caller's
     transaction; the conversations' high-water marks are the caller's to raise.
 
@@ -330,9 +321,7 @@ def write_event_rows(batches: list[tuple[int, list[eventlog.Entry]]], cursor: An
         for conversation_id, batch in batches
         for seq, run_id, channel, payload in batch
     ]  # fmt: skip
-    with contextlib.ExitStack() as stack:
-        if cursor is None:
-            cursor = stack.enter_context(connection.cursor())
+    with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             copy_sql = f"COPY {meta.db_table} ({_EVENT_COLUMNS}) FROM STDIN"
             with cursor.cursor.copy(copy_sql) as copy:  # psycopg's own cursor
@@ -345,23 +334,26 @@ def write_event_rows(batches: list[tuple[int, list[eventlog.Entry]]], cursor: An
             )
 
 
-def _raise_marks_with_unnest(cursor: Any, marks: list[tuple[int, int]]) -> None:
-    """PostgreSQL: every conversation's mark in one ``UPDATE ... FROM unnest``."""
-    cursor.execute(
-        f"UPDATE {Conversation._meta.db_table} AS c "
-        "SET last_event_seq = GREATEST(c.last_event_seq, v.seq) "
-        "FROM unnest(%s::bigint[], %s::bigint[]) AS v(id, seq) WHERE c.id = v.id",
-        [[conversation_id for conversation_id, _seq in marks], [seq for _id, seq in marks]],
-    )
+def _raise_marks(marks: list[tuple[int, int]]) -> None:
+    """Raise each conversation's ``last_event_seq`` to its mark (never lower it).
 
-
-def _raise_marks_with_statements(cursor: Any, marks: list[tuple[int, int]]) -> None:
-    """Other databases (SQLite): one ``executemany``."""
-    cursor.executemany(
-        f"UPDATE {Conversation._meta.db_table} SET last_event_seq = CASE "
-        "WHEN last_event_seq > %s THEN last_event_seq ELSE %s END WHERE id = %s",
-        [(seq, seq, conversation_id) for conversation_id, seq in marks],
-    )
+    PostgreSQL: every mark in one ``UPDATE ... FROM unnest``; other databases (SQLite):
+    one ``executemany``.
+    """
+    table = Conversation._meta.db_table
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                f"UPDATE {table} AS c SET last_event_seq = GREATEST(c.last_event_seq, v.seq) "
+                "FROM unnest(%s::bigint[], %s::bigint[]) AS v(id, seq) WHERE c.id = v.id",
+                [[conversation_id for conversation_id, _seq in marks], [seq for _id, seq in marks]],
+            )
+        else:
+            cursor.executemany(
+                f"UPDATE {table} SET last_event_seq = CASE "
+                "WHEN last_event_seq > %s THEN last_event_seq ELSE %s END WHERE id = %s",
+                [(seq, seq, conversation_id) for conversation_id, seq in marks],
+            )
 
 
 def publish_events_sync(*, run: Run, events: list[AgentEvent]) -> None:
