@@ -121,19 +121,17 @@ class RunPublisher:
         two (the close, then the log). Its frame goes out with :meth:`send_written` (the
         caller may render it with what ``save`` returned). Nothing is published after it.
         """
-        async with self._flush_lock, self._lock:
-            self.seq += 1
-            entry: eventlog.Entry = (self.seq, self.run_id, channel, payload)
-            earlier = list(self._unflushed)
-            try:
-                saved = await db(save)([*earlier, entry])
-            except BaseException:
-                self.seq -= 1  # not written: the number is free again
-                raise
-            self.db_writes += 1
-            del self._unflushed[: len(earlier)]
-            if earlier:
-                await eventlog.tail_drop(self.conversation_id, len(earlier))
+        async with self._flush_lock:
+            async with self._lock:
+                self.seq += 1
+                entry: eventlog.Entry = (self.seq, self.run_id, channel, payload)
+                earlier = list(self._unflushed)
+                try:
+                    saved = await db(save)([*earlier, entry])
+                except BaseException:
+                    self.seq -= 1  # not written: the number is free again
+                    raise
+            await self._forget_flushed(len(earlier))
         return entry, saved
 
     async def send_written(self, entry: eventlog.Entry) -> None:
@@ -175,6 +173,8 @@ class RunPublisher:
     async def _forget_flushed(self, count: int) -> None:
         """The first ``count`` events committed: they leave memory and the tail."""
         self.db_writes += 1
+        if not count:  # a close that wrote only its own last event
+            return
         async with self._lock:
             del self._unflushed[:count]
             await eventlog.tail_drop(self.conversation_id, count)
