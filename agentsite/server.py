@@ -1,17 +1,19 @@
 """``agentsite-server``: daphne on the configured event loop (:mod:`agentsite.eventloop`).
 
 Daphne builds its Twisted reactor on a loop created when ``daphne.server`` is imported,
-before the ASGI application is loaded, so the loop is chosen here, first. The arguments
+before the ASGI application is loaded, so the loop is chosen here, first; its TCP
+connections send without a reactor turn (:mod:`agentsite.writethrough`). The arguments
 are daphne's own: ``agentsite-server -b 0.0.0.0 -p 8000 agentsite.asgi:application``.
 """
 
 from __future__ import annotations
 
-from agentsite import eventloop
+from agentsite import eventloop, writethrough
 
 
 def main() -> None:
     eventloop.install()
+    writethrough.install()
     from daphne.cli import CommandLineInterface
 
     CommandLineInterface.entrypoint()
