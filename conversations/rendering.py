@@ -31,16 +31,17 @@ def _partial(name: str, context: dict[str, Any]) -> str:
 _CONTENT_SLOT = "\x00content\x00"  # survives HTML escaping unchanged
 
 
-def _answer_delta_wrapper(view: RunView) -> tuple[str, str]:
-    """The answer-delta partial rendered once per run around a slot, split at the slot.
+def _slot_wrapper(name: str, context: dict[str, Any]) -> tuple[str, str]:
+    """Partial ``name`` rendered once around a slot (the one context value that is
+    ``_CONTENT_SLOT``), split at the slot: filled with escaped text per frame.
 
-    The hottest frame (one per streamed chunk): the template engine cost ~90 µs a frame,
-    filling the rendered wrapper with escaped text ~1 µs. The markup stays in the template.
+    For the frames a run sends again and again: the template engine cost ~90 µs a frame,
+    filling the rendered wrapper ~1 µs. The markup stays in the template.
     """
-    html = _partial("answer-delta", {"view": view, "content": _CONTENT_SLOT})
+    html = _partial(name, context)
     before, slot, after = html.partition(_CONTENT_SLOT)
-    if not slot:
-        raise ValueError("the answer-delta partial must show {{ content }} once")
+    if not slot or _CONTENT_SLOT in after:
+        raise ValueError(f"the {name} partial must show its slot exactly once")
     return before, after
 
 
@@ -117,6 +118,7 @@ class RunView:
     _cards: int = 0
     _injects: int = 0
     _delta_wrapper: tuple[str, str] | None = None
+    _status_wrapper: tuple[str, str] | None = None
 
     # ids -----------------------------------------------------------------
     @property
@@ -145,7 +147,18 @@ class RunView:
 
     def _status(self, text: str, render: bool) -> str:
         self.status_text = text
-        return _partial("run-status", {"view": self, "oob": True}) if render else ""
+        if not render:
+            return ""
+        if not text or self.finished:  # the template's default text, or no spinner
+            return _partial("run-status", {"view": self, "oob": True})
+        if self._status_wrapper is None:
+            self.status_text = _CONTENT_SLOT
+            try:
+                self._status_wrapper = _slot_wrapper("run-status", {"view": self, "oob": True})
+            finally:
+                self.status_text = text
+        before, after = self._status_wrapper
+        return before + escape(text) + after
 
     def _on_step(self, payload: dict[str, Any], render: bool) -> str:
         kind, status = payload.get("type"), payload.get("status")
@@ -206,7 +219,9 @@ class RunView:
             if not render or not content:
                 return ""
             if self._delta_wrapper is None:
-                self._delta_wrapper = _answer_delta_wrapper(self)
+                self._delta_wrapper = _slot_wrapper(
+                    "answer-delta", {"view": self, "content": _CONTENT_SLOT}
+                )
             before, after = self._delta_wrapper
             return before + escape(content) + after
         return ""
