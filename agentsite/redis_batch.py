@@ -25,19 +25,38 @@ class CommandBatcher:
     def __init__(self, connection: Pipelined) -> None:
         self._connection = connection
         self._queue: list[tuple[tuple[Command, ...], asyncio.Future[list[Any]]]] = []
+        self._busy = False  # a pipeline is in flight (or being connected for)
         self._sender: asyncio.Task[None] | None = None
 
     async def execute(self, *commands: Command) -> list[Any]:
         """Run ``commands`` in order, in the next pipeline; their replies, in order.
 
         Raises the first error reply among them (another caller's error is its own), or
-        the connection error that failed the whole pipeline.
+        the connection error that failed the whole pipeline. With nothing in flight the
+        caller sends its own commands at once (a frame of a lone stream costs no task and
+        no extra loop turn); what is queued meanwhile leaves together when the replies
+        come back.
         """
-        future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
-        self._queue.append((commands, future))
-        if self._sender is None or self._sender.done():
+        if self._busy:
+            future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+            self._queue.append((commands, future))
+            return await future
+        self._busy = True
+        try:
+            replies = await self._connection.execute(commands)
+        finally:
+            self._hand_over()
+        error = next((reply for reply in replies if isinstance(reply, Exception)), None)
+        if error is not None:
+            raise error
+        return replies
+
+    def _hand_over(self) -> None:
+        """The pipeline in flight is done: the queued commands go next, or nothing is busy."""
+        if self._queue:
             self._sender = asyncio.create_task(self._send_queued())
-        return await future
+        else:
+            self._busy = False
 
     async def _send_queued(self) -> None:
         batch: list[tuple[tuple[Command, ...], asyncio.Future[list[Any]]]] = []
@@ -54,8 +73,10 @@ class CommandBatcher:
                     _answer(batch, replies)
                 batch = []
         finally:  # cancelled with the loop: nobody may wait forever
+            self._busy = False
             for _commands, future in batch + self._queue:
                 future.cancel()
+            self._queue = []
 
 
 def _answer(batch: list[tuple[tuple[Command, ...], asyncio.Future[list[Any]]]], replies) -> None:

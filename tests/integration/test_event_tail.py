@@ -89,3 +89,35 @@ async def test_a_connection_failure_reaches_every_waiting_caller():
         timeout=10,
     )
     assert all(isinstance(result, redis.ConnectionError) for result in results)
+
+
+class RecordingConnection:
+    """A real Redis connection that notes the commands of each pipeline it sends."""
+
+    def __init__(self, url: str) -> None:
+        self.inner = pipelined(url)
+        self.pipelines: list[list[tuple]] = []
+
+    async def execute(self, commands):
+        self.pipelines.append(list(commands))
+        return await self.inner.execute(commands)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+async def test_a_lone_caller_goes_at_once_and_callers_arriving_meanwhile_share_the_next(
+    redis_url,
+):
+    key = f"agentsite:test:{secrets.token_hex(8)}"
+    connection = RecordingConnection(redis_url)
+    commands = CommandBatcher(connection)
+    try:
+        replies = await asyncio.gather(*(commands.execute(("INCR", key)) for _ in range(50)))
+        assert replies == [[n] for n in range(1, 51)]  # in the order they were called
+        assert [len(p) for p in connection.pipelines] == [1, 49]
+
+        assert await commands.execute(("INCR", key), ("EXPIRE", key, 60)) == [51, 1]
+        assert [len(p) for p in connection.pipelines] == [1, 49, 2]  # idle again: at once
+    finally:
+        await connection.close()
