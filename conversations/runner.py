@@ -30,6 +30,7 @@ from conversations.services import (
     followups_left_over,
     message_create,
     next_message_seq,
+    run_claim,
     run_create_followup,
 )
 from conversations.watcher import poller
@@ -86,40 +87,14 @@ def _prepare(run_id: int, task_id: str = "") -> RunSetup | None:
     return setup
 
 
-RUN_SETUP_FIELDS = (
-    "id", "conversation_id", "trigger_message_id",
-    "conversation__id", "conversation__owner_id", "conversation__model_id",
-    "conversation__last_event_seq", "conversation__last_message_seq", "conversation__owner__id",
-    "trigger_message__id", "trigger_message__content", "trigger_message__seq",
-)  # fmt: skip
-
-
 def _claim(run_id: int, task_id: str = "") -> RunSetup | None:
-    """Mark the run running (only if still queued) and load what it needs.
-
-    ``task_id``: the Celery task executing it, recorded by this same update (the
-    launcher does not write it after enqueueing: one query less per message).
-    """
-    now = timezone.now()
-    claim = {"status": Run.Status.RUNNING, "started_at": now, "heartbeat_at": now}
-    if task_id:
-        claim["task_id"] = task_id
-    claimed = Run.objects.filter(
-        pk=run_id, status=Run.Status.QUEUED, cancel_requested=False
-    ).update(**claim)
-    if not claimed:
+    """Mark the run running (only if still queued) and load what it needs."""
+    run = run_claim(run_id=run_id, task_id=task_id)
+    if run is None:
         Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
-            status=Run.Status.CANCELLED, finished_at=now
+            status=Run.Status.CANCELLED, finished_at=timezone.now()
         )
         return None
-    # Only the columns a run reads (on SQLite every datetime column is parsed with a
-    # regular expression: the full rows cost 0.6 ms more; of the owner, a run needs the
-    # id), the model row from the configuration cache (by the conversation's model_id).
-    run = (
-        Run.objects.select_related("conversation__owner", "trigger_message")
-        .only(*RUN_SETUP_FIELDS)
-        .get(pk=run_id)
-    )
     conversation = run.conversation
     trigger = run.trigger_message
     query = trigger.content if trigger else ""

@@ -199,3 +199,50 @@ def test_quota_exceeded_keeps_message_and_refuses_run(user, chat_model, no_launc
     client.force_login(user)
     page = client.get(f"/c/{conversation.pk}/").content.decode()
     assert run.error.split(".")[0] in page  # the refusal is shown in the conversation
+
+
+def queued_run(user, content: str = "Summarise this") -> Run:
+    conversation = services.conversation_create(owner=user)
+    trigger = Message.objects.create(
+        conversation=conversation, seq=1, role=Message.Role.USER, content=content
+    )
+    Conversation.objects.filter(pk=conversation.pk).update(last_message_seq=1, last_event_seq=4)
+    return Run.objects.create(conversation=conversation, trigger_message=trigger)
+
+
+def test_claiming_a_queued_run_marks_it_running_and_loads_what_it_executes_with(user):
+    run = queued_run(user)
+
+    claimed = services.run_claim(run_id=run.pk, task_id="celery-task-7")
+
+    with CaptureQueriesContext(connection) as reads:
+        loaded = (
+            claimed.conversation.owner.pk, claimed.conversation.model_id,
+            claimed.conversation.last_event_seq, claimed.conversation.last_message_seq,
+            claimed.trigger_message.content, claimed.trigger_message.seq,
+        )  # fmt: skip
+    assert loaded == (user.pk, None, 4, 1, "Summarise this", 1)
+    assert reads.captured_queries == []  # all of it came with the claim
+    run.refresh_from_db()
+    assert run.status == Run.Status.RUNNING and run.task_id == "celery-task-7"
+    assert run.started_at is not None and run.heartbeat_at == run.started_at
+
+
+def test_a_run_is_claimed_once_and_never_after_its_stop(user):
+    run = queued_run(user)
+    assert services.run_claim(run_id=run.pk) is not None
+    assert services.run_claim(run_id=run.pk) is None  # running already: someone has it
+
+    stopped = queued_run(user)
+    Run.objects.filter(pk=stopped.pk).update(cancel_requested=True)
+    assert services.run_claim(run_id=stopped.pk) is None
+    stopped.refresh_from_db()
+    assert stopped.status == Run.Status.QUEUED and stopped.started_at is None
+
+
+def test_claiming_without_a_task_id_keeps_the_one_recorded(user):
+    run = queued_run(user)
+    Run.objects.filter(pk=run.pk).update(task_id="earlier")
+    services.run_claim(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.task_id == "earlier"

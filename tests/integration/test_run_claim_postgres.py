@@ -1,0 +1,68 @@
+"""A run's claim (plain ``UPDATE ... RETURNING`` and one join) on a real PostgreSQL.
+
+The test suite's own database is SQLite; the claim's SQL is written for both, so it runs
+here once more against a fresh PostgreSQL database in a process of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from tests.integration.stack import run_on_fresh_postgres
+
+pytestmark = pytest.mark.integration
+
+SCRIPT = textwrap.dedent(
+    """
+    import json
+
+    import django
+
+    django.setup()
+
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.db import connection
+
+    from conversations import services
+    from conversations.models import Conversation, Message, Run
+
+    assert connection.vendor == "postgresql"
+    call_command("migrate", verbosity=0)
+    user = get_user_model().objects.create_user(username="claim", password="pw-claim-123")
+    conversation = services.conversation_create(owner=user)
+    trigger = Message.objects.create(
+        conversation=conversation, seq=1, role="user", content="é <b>quoted</b>"
+    )
+    Conversation.objects.filter(pk=conversation.pk).update(last_message_seq=1, last_event_seq=4)
+    run = Run.objects.create(conversation=conversation, trigger_message=trigger)
+    stopped = Run.objects.create(conversation=conversation, cancel_requested=True)
+
+    claimed = services.run_claim(run_id=run.pk, task_id="task-9")
+    again = services.run_claim(run_id=run.pk)
+    refused = services.run_claim(run_id=stopped.pk)
+    run.refresh_from_db()
+    print(json.dumps({
+        "loaded": [
+            claimed.conversation.owner.pk == user.pk, claimed.conversation.last_event_seq,
+            claimed.conversation.last_message_seq, claimed.trigger_message.content,
+            claimed.trigger_message.seq,
+        ],
+        "again": again is None, "refused": refused is None,
+        "row": [run.status, run.task_id, run.started_at == run.heartbeat_at is not None],
+    }))
+    """
+)
+
+
+def test_a_queued_run_is_claimed_once_with_what_it_executes_with(tmp_path):
+    result = run_on_fresh_postgres(tmp_path, SCRIPT)
+
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    assert outcome["loaded"] == [True, 4, 1, "é <b>quoted</b>", 1]
+    assert outcome["again"] and outcome["refused"]
+    assert outcome["row"] == ["running", "task-9", True]
