@@ -31,6 +31,7 @@ from conversations.services import (
     message_create,
     next_message_seq,
     run_claim,
+    run_close,
     run_create_followup,
 )
 from conversations.watcher import poller
@@ -402,13 +403,13 @@ def _finish(
     launched, with the messages it answers.
     """
     usage = result.usage.to_dict() if result is not None else {}
-    Run.objects.filter(pk=setup.run.pk).update(
+    run_close(
+        run_id=setup.run.pk,
         status=status,
         error=error if status != Run.Status.SUCCEEDED else "",
         iterations=result.iterations if result is not None else 0,
         usage=usage,
         elapsed=elapsed,
-        finished_at=timezone.now(),
     )
     if usage:
         from llms.services import usage_record

