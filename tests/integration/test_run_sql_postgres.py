@@ -1,5 +1,5 @@
-"""A run's claim (plain ``UPDATE ... RETURNING`` and one join) and close, on a real
-PostgreSQL.
+"""A run's claim (plain ``UPDATE ... RETURNING`` and one join), its close and the plain
+row writes (:mod:`conversations.rows`), on a real PostgreSQL.
 
 The test suite's own database is SQLite; this SQL is written for both, so it runs
 here once more against a fresh PostgreSQL database in a process of its own.
@@ -28,7 +28,7 @@ SCRIPT = textwrap.dedent(
     from django.core.management import call_command
     from django.db import connection
 
-    from conversations import services
+    from conversations import rows, services
     from conversations.models import Conversation, Message, Run
 
     assert connection.vendor == "postgresql"
@@ -50,7 +50,18 @@ SCRIPT = textwrap.dedent(
         usage={"total_tokens": 15, "note": "é"}, elapsed=0.5,
     )
     run.refresh_from_db()
+    answer = services.message_create(
+        conversation=conversation, seq=2, role="assistant", content="Done.", run=run,
+        usage={"total_tokens": 15, "nested": [1, None]},
+    )
+    rows.update(Message, trigger.pk, run=run)
+    stored = Message.objects.get(pk=answer.pk)
     print(json.dumps({
+        "message": [
+            stored.content, stored.usage, stored.run_id == run.pk, stored.kind,
+            stored.created_at == answer.created_at, Message.objects.get(pk=trigger.pk).run_id
+            == run.pk,
+        ],
         "loaded": [
             claimed.conversation.owner.pk == user.pk, claimed.conversation.last_event_seq,
             claimed.conversation.last_message_seq, claimed.trigger_message.content,
@@ -64,7 +75,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def test_a_queued_run_is_claimed_once_with_what_it_executes_with_and_closed(tmp_path):
+def test_a_run_is_claimed_once_closed_and_answered(tmp_path):
     result = run_on_fresh_postgres(tmp_path, SCRIPT)
 
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
@@ -73,3 +84,11 @@ def test_a_queued_run_is_claimed_once_with_what_it_executes_with_and_closed(tmp_
     assert outcome["again"] and outcome["refused"]
     assert outcome["row"] == ["succeeded", "task-9", True]
     assert outcome["closed"] == [3, {"total_tokens": 15, "note": "é"}, 0.5, True]
+    assert outcome["message"] == [
+        "Done.",
+        {"total_tokens": 15, "nested": [1, None]},
+        True,
+        "chat",
+        True,
+        True,
+    ]
