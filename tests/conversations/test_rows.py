@@ -7,7 +7,7 @@ from django.db.models.signals import post_save, pre_save
 from django.forms.models import model_to_dict
 
 from conversations import rows, services
-from conversations.models import Message, Run
+from conversations.models import Conversation, Message, Run
 
 pytestmark = pytest.mark.django_db
 
@@ -49,3 +49,18 @@ def test_update_sets_columns_and_takes_a_related_instance_as_its_key(user):
 def test_nothing_listens_to_the_saves_these_writes_skip(model) -> None:
     assert not pre_save.has_listeners(model)
     assert not post_save.has_listeners(model)
+
+
+def test_a_read_row_equals_the_orms_with_converted_values(user, other_user):
+    conversation = services.conversation_create(owner=user, title="Plans ✓")
+    Conversation.objects.filter(pk=conversation.pk).update(last_event_seq=9, archived=True)
+    orm = Conversation.objects.get(pk=conversation.pk)
+
+    ours = rows.get(Conversation, conversation.pk, owner_id=user.pk)
+
+    assert model_to_dict(ours) == model_to_dict(orm)
+    assert (ours.created_at, ours.updated_at) == (orm.created_at, orm.updated_at)  # datetimes
+    assert ours.created_at.tzinfo is not None and ours.archived is True
+    assert not ours._state.adding
+    assert rows.get(Conversation, conversation.pk, owner_id=other_user.pk) is None
+    assert rows.get(Conversation, conversation.pk + 1000) is None

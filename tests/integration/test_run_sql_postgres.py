@@ -56,7 +56,14 @@ SCRIPT = textwrap.dedent(
     )
     rows.update(Message, trigger.pk, run=run)
     stored = Message.objects.get(pk=answer.pk)
+    from django.forms.models import model_to_dict
+    read = rows.get(Conversation, conversation.pk, owner_id=user.pk)
     print(json.dumps({
+        "read": [
+            model_to_dict(read) == model_to_dict(Conversation.objects.get(pk=conversation.pk)),
+            read.updated_at.tzinfo is not None,
+            rows.get(Conversation, conversation.pk, owner_id=user.pk + 1) is None,
+        ],
         "message": [
             stored.content, stored.usage, stored.run_id == run.pk, stored.kind,
             stored.created_at == answer.created_at, Message.objects.get(pk=trigger.pk).run_id
@@ -84,6 +91,7 @@ def test_a_run_is_claimed_once_closed_and_answered(tmp_path):
     assert outcome["again"] and outcome["refused"]
     assert outcome["row"] == ["succeeded", "task-9", True]
     assert outcome["closed"] == [3, {"total_tokens": 15, "note": "é"}, 0.5, True]
+    assert outcome["read"] == [True, True, True]
     assert outcome["message"] == [
         "Done.",
         {"total_tokens": 15, "nested": [1, None]},
