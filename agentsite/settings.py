@@ -131,6 +131,13 @@ else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 CELERY_BROKER_URL = REDIS_URL or "memory://"
+# kombu's Redis transport, publishing without a new client per message (agentsite.broker);
+# any other URL (Sentinel, the in-memory broker) keeps the transport its scheme names.
+CELERY_BROKER_TRANSPORT = (
+    "agentsite.broker:Transport"
+    if CELERY_BROKER_URL.startswith(("redis://", "rediss://"))
+    else None
+)
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

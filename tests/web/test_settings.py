@@ -22,6 +22,7 @@ print(json.dumps({
     "db_name": str(settings.DATABASES["default"]["NAME"]),
     "layer": settings.CHANNEL_LAYERS["default"]["BACKEND"],
     "broker": settings.CELERY_BROKER_URL,
+    "broker_transport": settings.CELERY_BROKER_TRANSPORT,
     "eager": settings.CELERY_TASK_ALWAYS_EAGER,
     "execution": settings.AGENTSITE_EXECUTION,
     "secret": settings.SECRET_KEY,
@@ -58,6 +59,7 @@ def test_defaults_without_env_are_embedded_and_safe(tmp_path):
     assert conf["db_name"] == str(tmp_path / "db.sqlite3")
     assert conf["layer"] == "agentsite.channel_layer.LocalChannelLayer"
     assert conf["broker"] == "memory://"
+    assert conf["broker_transport"] is None  # the scheme's own
     assert conf["eager"] is True
     assert conf["execution"] == "embedded"
     assert conf["hosts"] == ["127.0.0.1", "localhost", "[::1]"]
@@ -87,6 +89,7 @@ def test_env_vars_switch_to_team_mode(tmp_path):
     assert conf["db_pool"]["max_size"] >= 16 + 8 and conf["conn_max_age"] == 0
     assert conf["layer"] == "agentsite.channel_layer.RedisPubSubLayer"
     assert conf["broker"] == "redis://127.0.0.1:6379/0"
+    assert conf["broker_transport"] == "agentsite.broker:Transport"
     assert conf["eager"] is False
     assert conf["execution"] == "celery"
     assert conf["secret"] == "x" * 60
