@@ -38,6 +38,13 @@ def get(model: type[M], pk: Any, **equal: Any) -> M | None:
     return model.from_db(connection.alias, [field.attname for field in fields], values)
 
 
+def loaded(model: type[M], **values: Any) -> M:
+    """An instance of ``model`` with these columns (attribute names) loaded and the others
+    deferred, as the ORM's ``only()`` builds it: for rows read by a plain query."""
+    names = [field.attname for field in model._meta.concrete_fields if field.attname in values]
+    return model.from_db(connection.alias, names, [values[name] for name in names])
+
+
 def insert(instance: M) -> M:
     """Save a new ``instance`` (one ``INSERT ... RETURNING`` its primary key)."""
     model = type(instance)

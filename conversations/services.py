@@ -311,7 +311,7 @@ def run_claim(*, run_id: int, task_id: str = "") -> Run | None:
             [trigger_id, conversation_id],
         )
         owner_id, model_id, last_event_seq, last_message_seq, content, seq = cursor.fetchone()
-    conversation = _loaded(
+    conversation = rows.loaded(
         Conversation,
         id=conversation_id,
         owner_id=owner_id,
@@ -319,11 +319,15 @@ def run_claim(*, run_id: int, task_id: str = "") -> Run | None:
         last_event_seq=last_event_seq,
         last_message_seq=last_message_seq,
     )
-    conversation.owner = _loaded(conversation._meta.get_field("owner").related_model, id=owner_id)
-    run = _loaded(Run, id=run_id, conversation_id=conversation_id, trigger_message_id=trigger_id)
+    conversation.owner = rows.loaded(
+        conversation._meta.get_field("owner").related_model, id=owner_id
+    )
+    run = rows.loaded(
+        Run, id=run_id, conversation_id=conversation_id, trigger_message_id=trigger_id
+    )
     run.conversation = conversation
     if trigger_id is not None:
-        run.trigger_message = _loaded(Message, id=trigger_id, content=content, seq=seq)
+        run.trigger_message = rows.loaded(Message, id=trigger_id, content=content, seq=seq)
     return run
 
 
@@ -335,13 +339,6 @@ def run_close(
         Run, run_id, status=status, error=error, iterations=iterations, usage=usage,
         elapsed=elapsed, finished_at=timezone.now(),
     )  # fmt: skip
-
-
-def _loaded(model, **values: Any):
-    """An instance of ``model`` with these columns loaded, the others deferred (what the
-    ORM's ``only()`` builds)."""
-    names = [f.attname for f in model._meta.concrete_fields if f.attname in values]
-    return model.from_db(connection.alias, names, [values[name] for name in names])
 
 
 def run_cancel(*, run: Run) -> Run:
