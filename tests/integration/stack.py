@@ -503,10 +503,24 @@ def _base_env(work: Path, extra_env: dict[str, str] | None) -> dict[str, str]:
     return env
 
 
+POSTGRES_PRELUDE = """\
+import django
+
+django.setup()
+
+from django.core.management import call_command
+from django.db import connection
+
+assert connection.vendor == "postgresql", connection.vendor
+call_command("migrate", verbosity=0)
+"""
+
+
 def run_on_fresh_postgres(
     work: Path, script: str, extra_env: dict[str, str] | None = None, timeout: float = 180
 ) -> subprocess.CompletedProcess[str]:
-    """Run a Python ``script`` (Django set up by it) against a fresh PostgreSQL database.
+    """Run a Python ``script`` against a fresh PostgreSQL database, Django set up and the
+    database migrated first (:data:`POSTGRES_PRELUDE`).
 
     For code whose PostgreSQL path differs from SQLite's (the test suite's own database).
     The script's exit code and output come back; the database is dropped afterwards.
@@ -515,7 +529,7 @@ def run_on_fresh_postgres(
     try:
         env = _base_env(work, {"DATABASE_URL": database.url, **(extra_env or {})})
         return subprocess.run(
-            [PYTHON, "-c", script],
+            [PYTHON, "-c", POSTGRES_PRELUDE + script],
             cwd=REPO,
             env=env,
             capture_output=True,

@@ -19,20 +19,12 @@ SCRIPT = textwrap.dedent(
     """
     import json
 
-    import django
-
-    django.setup()
-
     from django.contrib.auth import get_user_model
-    from django.core.management import call_command
-    from django.db import connection
 
     from conversations import services
     from conversations.models import Conversation, Run, RunEvent
     from conversations.publisher import _write_event_batches
 
-    assert connection.vendor == "postgresql"
-    call_command("migrate", verbosity=0)
     user = get_user_model().objects.create_user(username="log", password="pw-log-123")
     conversations = [services.conversation_create(owner=user) for _ in range(3)]
     runs = [Run.objects.create(conversation=c, status="running") for c in conversations]

@@ -22,21 +22,15 @@ SCRIPT = textwrap.dedent(
     """
     import asyncio
 
-    import django
-
-    django.setup()
-
     from django.contrib.auth import get_user_model
-    from django.core.management import call_command
 
     from conversations import services
     from conversations.models import Message, Run
     from conversations.watcher import poller
     from engine import CancelToken
 
-    # Every query of this script runs in this thread: one pooled connection. The other
-    # is the poller thread's.
-    call_command("migrate", verbosity=0)
+    # Every query of this script runs in this thread (the migration too): one pooled
+    # connection. The other is the poller thread's.
     user = get_user_model().objects.create_user(username="quiet", password="pw-quiet-123")
     conversation = services.conversation_create(owner=user)
 

@@ -20,19 +20,11 @@ SCRIPT = textwrap.dedent(
     """
     import json
 
-    import django
-
-    django.setup()
-
     from django.contrib.auth import get_user_model
-    from django.core.management import call_command
-    from django.db import connection
 
     from conversations import rows, services
     from conversations.models import Conversation, Message, Run
 
-    assert connection.vendor == "postgresql"
-    call_command("migrate", verbosity=0)
     user = get_user_model().objects.create_user(username="claim", password="pw-claim-123")
     conversation = services.conversation_create(owner=user)
     trigger = Message.objects.create(
