@@ -26,7 +26,7 @@ class CommandBatcher:
         self._connection = connection
         self._queue: list[tuple[tuple[Command, ...], asyncio.Future[list[Any]]]] = []
         self._busy = False  # a pipeline is in flight (or being connected for)
-        self._sender: asyncio.Task[None] | None = None
+        self._sender: asyncio.Task[None] | None = None  # held: the loop keeps weak references
 
     async def execute(self, *commands: Command) -> list[Any]:
         """Run ``commands`` in order, in the next pipeline; their replies, in order.

@@ -6,9 +6,9 @@ anew each time: 0.55-0.8 ms of CPU per statement on this machine's PostgreSQL, a
 0.25-0.4 ms for the same statement sent as text. A message POST wrote three rows that way,
 a run's close two, and every request read its conversation that way. These read and
 write the same rows: the fields and the database backend prepare and convert each value
-(defaults, ``auto_now_add``, JSON and datetime adaptation), the statement text is built
-once per model. They send no model signals; nothing listens to these models' saves (a
-test keeps it so).
+(defaults, ``auto_now_add``, JSON and datetime adaptation); the read and insert
+statements are built once per model. They send no model signals; nothing listens to these
+models' saves (a test keeps it so).
 """
 
 from __future__ import annotations
