@@ -21,6 +21,8 @@ from typing import Any
 import httpcore
 import httpx
 
+from engine.llm.pool import LinearConnectionPool
+
 # Reading pauses while this much is buffered and unread, and resumes below the low mark.
 HIGH_WATER = 256 * 1024
 LOW_WATER = 64 * 1024
@@ -232,18 +234,17 @@ async def _connected(
 
 
 class AsyncioHTTPTransport(httpx.AsyncHTTPTransport):
-    """httpx's HTTP/1.1 transport whose connection pool uses :class:`AsyncioBackend`."""
+    """httpx's HTTP/1.1 transport whose connection pool uses :class:`AsyncioBackend` (and
+    assigns connections in linear time, :mod:`engine.llm.pool`)."""
 
     def __init__(self, *, ssl_context: ssl.SSLContext, limits: httpx.Limits) -> None:
         super().__init__(verify=ssl_context, limits=limits)
         # The pool httpx built is replaced before it opened anything; httpx has no
         # argument for the network backend, httpcore's pool does.
-        self._pool = httpcore.AsyncConnectionPool(
+        self._pool = LinearConnectionPool(
             ssl_context=ssl_context,
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,
-            http1=True,
-            http2=False,
             network_backend=AsyncioBackend(),
         )
