@@ -2,18 +2,20 @@
 
 Daphne builds its Twisted reactor on a loop created when ``daphne.server`` is imported,
 before the ASGI application is loaded, so the loop is chosen here, first; its TCP
-connections send without a reactor turn (:mod:`agentsite.writethrough`). The arguments
+connections send without a reactor turn (:mod:`agentsite.writethrough`) and its requests
+leave form bodies unparsed (:mod:`agentsite.rawbody`). The arguments
 are daphne's own: ``agentsite-server -b 0.0.0.0 -p 8000 agentsite.asgi:application``.
 """
 
 from __future__ import annotations
 
-from agentsite import eventloop, writethrough
+from agentsite import eventloop, rawbody, writethrough
 
 
 def main() -> None:
     eventloop.install()
     writethrough.install()
+    rawbody.install()
     from daphne.cli import CommandLineInterface
 
     CommandLineInterface.entrypoint()
