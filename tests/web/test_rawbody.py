@@ -25,9 +25,7 @@ def received(request_class: type[WebRequest]) -> WebRequest:
     channel = DummyChannel()
     channel.factory = SimpleNamespace(server=SimpleNamespace(protocol_connected=lambda r: None))
     request = Stopped(channel)
-    request.requestHeaders.setRawHeaders(
-        b"content-type", [b"application/x-www-form-urlencoded"]
-    )
+    request.requestHeaders.setRawHeaders(b"content-type", [b"application/x-www-form-urlencoded"])
     request.gotLength(len(BODY))
     request.handleContentChunk(BODY)
     request.requestReceived(b"POST", b"/c/1/messages/", b"HTTP/1.1")
