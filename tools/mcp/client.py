@@ -20,7 +20,7 @@ import logging
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import IO, Any, TypeVar
 
 import httpx2
@@ -30,6 +30,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CONNECTION_CLOSED
 
 from engine import Artifact, ToolResult
+from tools.mcp.endpoints import MCPConnectionError, MCPEndpoint, MCPToolInfo
 
 __all__ = [
     "MCPConnection",
@@ -45,43 +46,6 @@ logger = logging.getLogger(__name__)
 
 STDERR_TAIL = 600
 T = TypeVar("T")
-
-
-class MCPConnectionError(Exception):
-    """The server could not be started or reached, or did not answer in time."""
-
-
-@dataclass(frozen=True)
-class MCPEndpoint:
-    name: str
-    transport: str  # "stdio" | "http"
-    command: str = ""
-    args: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)
-    url: str = ""
-    headers: dict[str, str] = field(default_factory=dict)
-    timeout: float = 30.0
-
-    def key(self) -> tuple[Any, ...]:
-        """Identity for session reuse: two rows with the same settings share a session."""
-        return (
-            self.transport, self.command, self.args, tuple(sorted(self.env.items())),
-            self.url, tuple(sorted(self.headers.items())), self.timeout,
-        )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class MCPToolInfo:
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "description": self.description,
-            "input_schema": self.input_schema,
-        }
 
 
 @dataclass

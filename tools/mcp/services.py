@@ -3,7 +3,9 @@
 The tool list of each server is cached on its row (``tools_cache``) by
 :func:`mcp_server_refresh` (admin save, the admin action, or a periodic job), so building
 a run's registry never opens a connection. Calls go to the server live; a failure becomes
-an error observation and marks the server unhealthy in the admin.
+an error observation and marks the server unhealthy in the admin. The SDK
+(:mod:`tools.mcp.client`) is imported only to build a server's tools or to talk to it:
+reading the rows, as every run does, leaves it unloaded (:mod:`tools.mcp.endpoints`).
 """
 
 from __future__ import annotations
@@ -23,13 +25,7 @@ from django.utils import timezone
 import engine
 from agentsite import configcache
 from tools.artifacts import persist_artifacts
-from tools.mcp.client import (
-    MCPConnectionError,
-    MCPEndpoint,
-    MCPToolInfo,
-    mcp_call_tool,
-    mcp_list_tools,
-)
+from tools.mcp.endpoints import MCPConnectionError, MCPEndpoint, MCPToolInfo
 from tools.models import MCPServer
 from tools.registry import ToolContext
 
@@ -109,6 +105,8 @@ def _clean_schema(schema: Any) -> dict[str, Any]:
 def _build_tool(
     server: MCPServer, endpoint: MCPEndpoint, info: dict[str, Any], exposed: str
 ) -> engine.Tool:
+    from tools.mcp.client import mcp_call_tool  # the SDK, only for users with MCP tools
+
     remote_name = str(info["name"])
     server_id = server.pk
     was_healthy = server.health_status == MCPServer.Health.OK
@@ -196,6 +194,8 @@ def _record_health(server_id: int, *, error: str, tools: list[MCPToolInfo] | Non
 
 def mcp_server_refresh(server: MCPServer) -> MCPServer:
     """Connect, list the tools, store them and the health on the row (sync)."""
+    from tools.mcp.client import mcp_list_tools
+
     try:
         # A private session: async_to_sync may run this on a throwaway event loop.
         tools = async_to_sync(mcp_list_tools)(mcp_endpoint_for(server), reuse=False)
@@ -209,6 +209,8 @@ def mcp_server_refresh(server: MCPServer) -> MCPServer:
 
 async def amcp_server_refresh(server: MCPServer) -> MCPServer:
     """:func:`mcp_server_refresh` for async callers (reuses the loop's pooled session)."""
+    from tools.mcp.client import mcp_list_tools
+
     endpoint = await sync_to_async(mcp_endpoint_for)(server)
     try:
         tools = await mcp_list_tools(endpoint)
