@@ -18,7 +18,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from agentsite import serverloop  # noqa: E402
 from agentsite.http import DjangoHTTPApp  # noqa: E402
-from agentsite.runtime import tune_for_streaming, tune_garbage_collection  # noqa: E402
+from agentsite.runtime import tune_for_streaming, tune_garbage_collection, warm_up  # noqa: E402
 from conversations.routing import websocket_urlpatterns  # noqa: E402
 
 tune_for_streaming()
@@ -31,6 +31,7 @@ router = ProtocolTypeRouter(
         ),
     }
 )
+warm_up()
 tune_garbage_collection()  # last: the app is built
 
 

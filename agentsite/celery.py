@@ -27,6 +27,7 @@ def _tune_worker(**_kwargs: object) -> None:
 
 @worker_ready.connect
 def _freeze_worker_heap(**_kwargs: object) -> None:
-    from agentsite.runtime import tune_garbage_collection
+    from agentsite.runtime import tune_garbage_collection, warm_up
 
+    warm_up()
     tune_garbage_collection()

@@ -29,6 +29,29 @@ def tune_for_streaming() -> None:
 YOUNG_COLLECTION_THRESHOLD = 10_000
 
 
+# Compiled at start instead of by the first page or run that renders them (the first run
+# after a start rendered its frames from templates compiled on the spot).
+WARM_TEMPLATES = (
+    "conversations/partials.html",
+    "conversations/detail.html",
+    "conversations/list.html",
+)
+
+
+def warm_up() -> None:
+    """Import and build now what the first requests and runs would otherwise load while a
+    user waits: every view module, the chat templates, the LLM client's TLS context and
+    its async backend. Before :func:`tune_garbage_collection`, so all of it is frozen."""
+    from django.template.loader import get_template
+
+    from engine.llm.openai import preload
+
+    get_resolver().url_patterns  # noqa: B018 (imports every view module now, not mid-request)
+    for name in WARM_TEMPLATES:
+        get_template(name)
+    preload()
+
+
 def tune_garbage_collection() -> None:
     """Leave everything the process allocated while starting out of later collections.
 
@@ -39,7 +62,6 @@ def tune_garbage_collection() -> None:
     what the process allocated since. Collected first, so no start-up garbage is kept.
     Young collections then run less often (see ``YOUNG_COLLECTION_THRESHOLD``).
     """
-    get_resolver().url_patterns  # noqa: B018 (imports every view module now, not mid-request)
     gc.collect()
     gc.freeze()
     _young, *older = gc.get_threshold()
