@@ -3,8 +3,6 @@ parse it into ``args``), and ``agentsite-server`` makes daphne build them."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from types import SimpleNamespace
 
 from daphne.http_protocol import WebRequest
@@ -42,17 +40,3 @@ def test_the_body_reaches_the_application_unparsed() -> None:
 def test_daphnes_own_request_would_parse_it() -> None:
     """What the class avoids (if Twisted stops parsing, the class can go)."""
     assert received(WebRequest).args[b"content"] == [b"hello there"]
-
-
-def test_the_server_command_installs_it() -> None:
-    probe = (
-        "import sys; sys.argv = ['agentsite-server', '--help']\n"
-        "from agentsite import server\n"
-        "try:\n    server.main()\nexcept SystemExit:\n    pass\n"
-        "from daphne import http_protocol; print(http_protocol.WebRequest.__name__)"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip().splitlines()[-1] == "RawBodyRequest"

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
@@ -73,19 +71,3 @@ def test_what_the_socket_cannot_take_is_sent_later_in_order(reactor, pair) -> No
     reactor._asyncioEventloop.run_until_complete(asyncio.wait_for(drain(), 10))
     assert bytes(received) == b"".join(chunks)
     reactor.removeReader(transport)
-
-
-def test_the_server_command_installs_it() -> None:
-    """``agentsite-server`` (a fresh interpreter, as the server starts) makes daphne's
-    ports build write-through connections."""
-    probe = (
-        "import sys; sys.argv = ['agentsite-server', '--help']\n"
-        "from agentsite import server\n"
-        "try:\n    server.main()\nexcept SystemExit:\n    pass\n"
-        "from twisted.internet import tcp; print(tcp.Port.transport.__name__)"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip().splitlines()[-1] == "WriteThroughServer"
