@@ -1,5 +1,5 @@
 """Daphne's requests keep a form POST's body raw for the application (Twisted does not
-parse it into ``args``), and ``agentsite-server`` makes daphne build them."""
+parse it into ``args``)."""
 
 from __future__ import annotations
 
