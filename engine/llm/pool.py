@@ -4,10 +4,10 @@ httpcore 1.0 runs ``_assign_requests_to_connections`` when every request enters 
 leaves the pool. Its clean-up loop counts the pool's connections once per idle
 connection (quadratic), and then re-filters every connection for every queued request.
 Measured on this machine (benchmarks/llm_pool.py): one request cost 0.45 ms of CPU
-with one pooled connection and 2.1 ms with 64 idle ones, the keep-alive size every
-busy worker reaches; 200 runs starting together queue 200 requests against 200
-connections. The same count also closed idle connections while the pool held more than
-``max_keepalive_connections`` of any kind, so a busy pool kept none for the next runs.
+with one pooled connection and 2.0 ms with 64 idle ones, the keep-alive size a busy
+worker reaches. The same count also closed idle connections while the pool held more
+than ``max_keepalive_connections`` of any kind, so a busy pool kept none for the next
+runs.
 (Upstream: encode/httpcore#1035, still open.)
 
 This subclass replaces that one method; requests, connections and their locking stay
@@ -29,7 +29,7 @@ connection serves one request at a time.
 from __future__ import annotations
 
 import httpcore
-from httpcore._async.interfaces import AsyncConnectionInterface
+from httpcore import AsyncConnectionInterface
 
 
 class LinearConnectionPool(httpcore.AsyncConnectionPool):
