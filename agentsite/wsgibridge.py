@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import io
+import itertools
 from typing import Any
 
 from a2wsgi import WSGIMiddleware
@@ -92,7 +93,7 @@ class BufferedResponder(WSGIResponder):
                 return (*self._start, b"".join([*self._written, *iterable]))
             status, headers = self._start
             self.send({"type": "http.response.start", "status": status, "headers": headers})
-            for chunk in [*self._written, *iterable]:
+            for chunk in itertools.chain(self._written, iterable):  # as the view yields them
                 self.send({"type": "http.response.body", "body": chunk, "more_body": True})
             self.send({"type": "http.response.body", "body": b""})
             return None

@@ -4,7 +4,8 @@ the view receives and what goes back to the server, message by message."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pytest
@@ -28,7 +29,10 @@ def scope(method: str = "POST", headers: Iterable[tuple[bytes, bytes]] = ()) -> 
 
 
 async def call(
-    app: Callable, request_scope: dict[str, Any], messages: list[dict[str, Any]]
+    app: Callable,
+    request_scope: dict[str, Any],
+    messages: list[dict[str, Any]],
+    on_send: Callable[[dict[str, Any]], Any] = lambda message: None,
 ) -> list[dict[str, Any]]:
     """Run one request through the bridge; returns what it sent to the server."""
     pending = list(messages)
@@ -42,6 +46,7 @@ async def call(
 
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
+        on_send(message)
 
     bridge = BufferedWSGIMiddleware(app, workers=2)
     try:
@@ -120,6 +125,30 @@ async def test_a_streamed_response_goes_out_chunk_by_chunk():
     assert [m["type"] for m in sent] == ["http.response.start"] + ["http.response.body"] * 4
     assert [m.get("body") for m in sent[1:]] == [b"one", b"two", b"three", b""]
     assert [m.get("more_body", False) for m in sent[1:]] == [True, True, True, False]
+
+
+async def test_a_streamed_chunk_leaves_before_the_view_produces_the_next():
+    """A stream is never collected first (a large file, a long event stream)."""
+    first_sent = threading.Event()
+
+    def chunks() -> Iterator[bytes]:
+        yield b"first"
+        if not first_sent.wait(5):
+            raise AssertionError("the first chunk was held back")
+        yield b"second"
+
+    def app(environ: dict[str, Any], start_response: Callable) -> Any:
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return StreamingHttpResponse(chunks())
+
+    sent = await call(
+        app,
+        scope("GET"),
+        [{"type": "http.request", "body": b""}],
+        on_send=lambda m: m.get("body") == b"first" and first_sent.set(),
+    )
+
+    assert [m.get("body") for m in sent[1:]] == [b"first", b"second", b""]
 
 
 async def test_a_client_gone_before_its_body_arrived_never_reaches_the_view():
