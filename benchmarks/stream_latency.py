@@ -86,6 +86,8 @@ class Trace:
     conversation_id: int
     run_id: int = 0
     posted_at: float = 0.0
+    answered_at: float | None = None  # the message POST's response received
+    first_llm_at: float | None = None  # the scripted LLM received the run's first request
     first_delta_at: float | None = None
     llm_time: float = 0.0  # the scripted LLM's own time before the first token
     frames: int = 0
@@ -113,6 +115,7 @@ class Result:
     window_latencies: list[float]
     ttfts: list[float]
     logs: list[RunLog]
+    stages: dict[str, list[float]]  # first-token scenarios: seconds after each POST
     cpu: dict[str, float]
     wall: float
     failed: int
@@ -237,7 +240,7 @@ async def scenario(
         )
     except Exception as exc:  # e.g. the database refused more connections
         note = f"setup failed: {type(exc).__name__}: {str(exc)[:200]}"
-        return Result(label, stack.mode, runs, tokens, [], [], [], [], {}, 0.0, runs, note)
+        return Result(label, stack.mode, runs, tokens, [], [], [], [], {}, {}, 0.0, runs, note)
     readers = [
         asyncio.ensure_future(read_frames(ws, t)) for ws, t in zip(sockets, traces, strict=True)
     ]
@@ -267,6 +270,7 @@ async def scenario(
             post_errors.append(f"POST {response.status_code} {title[1] if title else ''}".strip())
             trace.finished.set()
             return
+        trace.answered_at = time.monotonic()
         trace.run_id = run_id_of(response)
 
     try:
@@ -334,6 +338,7 @@ async def scenario(
         window_latencies=window if runs > 1 else [],
         ttfts=[t.first_delta_at - t.posted_at - t.llm_time for t in traces if t.first_delta_at],
         logs=[logs[rid] for rid in sorted(logs)],
+        stages=stages_of(traces) if runs <= 20 else {},
         cpu={k: cpu_after[k] - cpu_before.get(k, 0.0) for k in cpu_after},
         wall=wall,
         failed=max(unfinished, runs - len(logs)) + unsucceeded,
@@ -348,13 +353,33 @@ def marker(trace: Trace) -> str:
 
 
 def add_llm_time(traces: list[Trace], requests: list[dict[str, Any]]) -> None:
-    """Each run's LLM calls up to its first token: request received -> answer out."""
+    """Each run's LLM calls up to its first token: request received -> answer out; and
+    when the first of them arrived."""
     for trace in traces:
         tag = marker(trace)
         for request in requests:
             if request.get("answered") is None or tag not in json.dumps(request["body"]):
                 continue
             trace.llm_time += request["answered"] - request["time"]
+            if trace.first_llm_at is None or request["time"] < trace.first_llm_at:
+                trace.first_llm_at = request["time"]
+
+
+STAGES = {
+    "POST answered": "answered_at",
+    "first LLM request": "first_llm_at",
+    "first frame": "first_delta_at",
+}
+
+
+def stages_of(traces: list[Trace]) -> dict[str, list[float]]:
+    """Where a first token's time goes: each stage's time after the run's POST was sent
+    (the scripted LLM's own time not subtracted; every clock is this machine's monotonic
+    clock, shared by the processes)."""
+    return {
+        stage: [getattr(t, attr) - t.posted_at for t in traces if getattr(t, attr) is not None]
+        for stage, attr in STAGES.items()
+    }
 
 
 def python_speed_us() -> float:
@@ -456,7 +481,15 @@ async def measure_mode(
         ]  # fmt: skip
         done(merge(singles, f"{mode}: first token, 1 conversation"))
         bursts = [
-            await scenario(stack, browser, label=f"burst-{i}", runs=20, tokens=2, rate=50)
+            await scenario(
+                stack,
+                browser,
+                label=f"burst-{i}",
+                runs=20,
+                tokens=2,
+                rate=50,
+                **profiling("burst"),
+            )
             for i in range(args.ttft_bursts)
         ]
         done(merge(bursts, f"{mode}: first token, 20 concurrent"))
@@ -531,6 +564,7 @@ def merge(results: list[Result], label: str) -> Result:
         latencies=[x for r in results for x in r.latencies],
         window_latencies=[],
         ttfts=[x for r in results for x in r.ttfts],
+        stages={stage: [x for r in results for x in r.stages.get(stage, [])] for stage in STAGES},
         logs=[x for r in results for x in r.logs],
         cpu=cpu,
         wall=sum(r.wall for r in results),
@@ -588,6 +622,11 @@ def print_results(results: list[Result], args: argparse.Namespace) -> None:
                 f"  {r.label:38} p50 {ms(pct(r.ttfts, 50)):>7} ms  p99 {ms(pct(r.ttfts, 99)):>7}"
                 f" ms  (n={len(r.ttfts)})"
             )
+            stages = ", ".join(
+                f"{stage} {ms(pct(values, 50))}" for stage, values in r.stages.items() if values
+            )
+            if stages:
+                print(f"  {'':38} p50 ms after the POST: {stages}")
     print()
     print("Server CPU (s) by process per scenario (daphne + worker count as server CPU):")
     for r in results:
@@ -684,10 +723,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--profile",
-        choices=["top", "stream", "first-token"],
+        choices=["top", "stream", "first-token", "burst"],
         default="top",
-        help="which scenario to profile: the top concurrency, the 1-run stream, or the "
-        "first-token runs (their profiles are written one file per run)",
+        help="which scenario to profile: the top concurrency, the 1-run stream, the "
+        "first-token runs or the 20-conversation bursts (one file per run or burst)",
     )
     parser.add_argument(
         "--profiler",
