@@ -9,14 +9,16 @@ receive, so the added latency per token is ``receipt - emission``. Printed per m
   and for 50, 100 and 200 concurrent runs in team mode (20 tokens/s each by default);
 - time-to-first-token overhead: message POST -> first answer frame, for 1 and 20
   concurrent conversations, minus the scripted LLM's own time (it records when each call
-  arrived and when its answer, or a stream's first content chunk, was out);
+  arrived and when its answer, or a stream's first content chunk, was out), with the
+  medians of when the POST was answered, the first LLM request arrived and the first
+  frame came (where a burst's first tokens wait);
 - DB writes per answer (the runner's "run N finished: ... F frames, W log writes" line);
 - server CPU per run and per frame (utime + stime of daphne and the worker from /proc),
   and while idle: 20 chats open, nothing streaming, CPU per second for 3 s.
 
     .venv/bin/python benchmarks/stream_latency.py [--tokens 300] [--rate 20]
         [--concurrency 50,100,200] [--modes embedded,team]
-        [--profile-dir DIR [--profile top|stream|first-token] [--profiler CMD]]
+        [--profile-dir DIR [--profile top|stream|first-token|burst] [--profiler CMD]]
 
 Everything runs on this machine (2 cores here): the servers, Redis, PostgreSQL, the
 scripted LLM and all websocket clients share the CPUs, as in the reference measurements.
