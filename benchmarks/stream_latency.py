@@ -340,7 +340,7 @@ async def scenario(
         window_latencies=window if runs > 1 else [],
         ttfts=[t.first_delta_at - t.posted_at - t.llm_time for t in traces if t.first_delta_at],
         logs=[logs[rid] for rid in sorted(logs)],
-        stages=stages_of(traces) if runs <= 20 else {},
+        stages=stages_of(traces),
         cpu={k: cpu_after[k] - cpu_before.get(k, 0.0) for k in cpu_after},
         wall=wall,
         failed=max(unfinished, runs - len(logs)) + unsucceeded,
