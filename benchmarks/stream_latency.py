@@ -45,6 +45,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import relay_floor  # noqa: E402
+
 from tests.integration.stack import (  # noqa: E402
     Browser,
     Process,
@@ -682,12 +684,22 @@ def verdicts(results: list[Result]) -> list[tuple[str, str, float, float]]:
     return rows
 
 
-def print_verdicts(rows: list[tuple[str, str, float, float]]) -> None:
+def print_verdicts(
+    rows: list[tuple[str, str, float, float]], floors: dict[str, relay_floor.Floor]
+) -> None:
+    """Each target, and for the one-run p50 and CPU per frame the same figure for the
+    least a Python relay can do on this machine now (:mod:`relay_floor`)."""
     print()
-    print("Targets (issue 5)")
+    print("Targets (issue 5)" + ("; floor = a minimal relay of the same shape" if floors else ""))
     for mode, name, measured, limit in rows:
         verdict = "ok" if measured < limit else "MISSED"
-        print(f"  {mode:9} {name:38} {measured:9.3f}  < {limit:<7g} {verdict}")
+        floor = floors.get(mode)
+        at_floor = {
+            "1 run p50 ms/token": floor and statistics.median(floor.latencies) * 1e3,
+            "CPU per frame ms": floor and floor.cpu_per_frame * 1e3,
+        }.get(name)
+        beside = f"  (floor {at_floor:.3f})" if at_floor else ""
+        print(f"  {mode:9} {name:38} {measured:9.3f}  < {limit:<7g} {verdict}{beside}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -702,6 +714,11 @@ def main(argv: list[str] | None = None) -> int:
         help="Celery worker processes in team mode (a thread-pool worker uses one core)",
     )
     parser.add_argument("--modes", default="embedded,team")
+    parser.add_argument(
+        "--no-floor",
+        action="store_true",
+        help="skip measuring the minimal relays (20 s) that the verdicts are shown against",
+    )
     parser.add_argument("--ttft-repeats", type=int, default=5)
     parser.add_argument(
         "--ttft-bursts",
@@ -752,6 +769,12 @@ def main(argv: list[str] | None = None) -> int:
         f"Wake-up cost on this machine: {wake:.0f} us CPU to wake after 50 ms idle, "
         f"{hop:.0f} us per thread hop (the floor under CPU per frame at a low token rate)"
     )
+    floors: dict[str, relay_floor.Floor] = {}
+    if not args.no_floor:
+        print("Minimal relays on this machine now (benchmarks/relay_floor.py):", flush=True)
+        floors = relay_floor.measure(rate=args.rate)
+        for floor in floors.values():
+            print(f"  {floor.line()}")
     results: list[Result] = []
     for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
         started = time.monotonic()
@@ -770,7 +793,7 @@ def main(argv: list[str] | None = None) -> int:
             levels = concurrency if mode == "team" else []
             results += asyncio.run(measure_mode(stack, args, levels))
     print_results(results, args)
-    print_verdicts(verdicts(results))
+    print_verdicts(verdicts(results), floors)
     return 0
 
 

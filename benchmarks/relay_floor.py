@@ -1,0 +1,335 @@
+"""The floor under the streaming targets on this machine: a minimal relay, no framework.
+
+stream_latency.py measures what agentsite adds between an LLM emitting a token and a
+websocket client receiving it, and the server CPU per frame. This script measures the
+same two figures for the least any Python server can do on the same path, so the targets
+can be read against what the machine allows on the day:
+
+- one hop (embedded mode's shape): a process on uvloop reads each SSE chunk from the
+  "LLM", parses its JSON and writes a frame to the client;
+- two hops through Redis (team mode's shape): one process reads and parses the chunk and
+  PUBLISHes it, a second one SUBSCRIBEd to the channel writes the frame to the client.
+
+Each process is its own interpreter (like the real stack) and counts its CPU with
+``time.process_time()`` from its tenth frame on. The "LLM" sends a chunk every 1/rate
+seconds, stamped with ``time.monotonic()``; the client (this process) subtracts the stamp
+from the time it read the frame.
+
+    .venv/bin/python benchmarks/relay_floor.py [--tokens 200] [--rate 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+STAMP = re.compile(rb"@@(\d+\.\d+)@@")
+END = b"@@end@@"
+CHANNEL = "relay-floor"
+WARM_UP = 10  # frames before a relay starts counting its CPU
+
+
+@dataclass
+class Floor:
+    label: str
+    cpu_per_frame: float  # seconds, all relay processes together
+    latencies: list[float]  # seconds, LLM write -> client read
+
+    def line(self) -> str:
+        lat = sorted(self.latencies)
+        p50 = statistics.median(lat) * 1e3
+        p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1e3
+        return (
+            f"{self.label:28} CPU {self.cpu_per_frame * 1e6:5.0f} us/frame  "
+            f"latency p50 {p50:5.2f} ms  p99 {p99:5.2f} ms  (n={len(lat)})"
+        )
+
+
+# -------------------------------------------------------------------- the processes
+
+
+def feed(port: int, tokens: int, rate: float) -> None:
+    """The "LLM": one connection, ``tokens`` stamped SSE chunks at ``rate``, then END."""
+    with socket.create_server(("127.0.0.1", port)) as server:
+        print("listening", flush=True)
+        conn, _ = server.accept()
+    with conn:
+        time.sleep(0.2)  # the relays finish connecting
+        for _ in range(tokens):
+            time.sleep(1 / rate)
+            chunk = {"choices": [{"delta": {"content": f"@@{time.monotonic():.6f}@@"}}]}
+            conn.sendall(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        conn.sendall(b"data: " + json.dumps({"end": True}).encode() + b"\n\n")
+
+
+def frame(content: bytes) -> bytes:
+    """A websocket text frame (unmasked, server to client) around a little HTML."""
+    body = b'<span hx-swap-oob="beforeend:#answer-1">' + content + b"</span>"
+    return b"\x81\x7e" + len(body).to_bytes(2, "big") + body
+
+
+class Meter:
+    """Counts frames and the process's CPU from the WARM_UP-th on."""
+
+    def __init__(self) -> None:
+        self.frames = 0
+        self.started = 0.0
+
+    def tick(self) -> None:
+        self.frames += 1
+        if self.frames == WARM_UP:
+            self.started = time.process_time()
+
+    def report(self) -> None:
+        counted = self.frames - WARM_UP
+        cpu = (time.process_time() - self.started) / counted if counted > 0 else 0.0
+        print(json.dumps({"frames": self.frames, "cpu_per_frame": cpu}), flush=True)
+
+
+def contents(data: bytes, pending: bytearray) -> list[bytes | None]:
+    """The delta contents in ``data`` (None for the end), keeping a partial event."""
+    pending += data
+    *events, rest = bytes(pending).split(b"\n\n")
+    pending[:] = rest
+    out: list[bytes | None] = []
+    for event in events:
+        chunk = json.loads(event[len(b"data: ") :])
+        if chunk.get("end"):
+            out.append(None)
+        else:
+            out.append(chunk["choices"][0]["delta"]["content"].encode())
+    return out
+
+
+async def relay(source: int, sink: int) -> None:
+    """One hop: LLM chunk -> JSON -> frame to the client."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    meter = Meter()
+    out, _ = await loop.create_connection(asyncio.Protocol, "127.0.0.1", sink)
+
+    class Reader(asyncio.Protocol):
+        pending = bytearray()
+
+        def data_received(self, data: bytes) -> None:
+            for content in contents(data, self.pending):
+                if content is None:
+                    out.write(frame(END))
+                    done.set_result(None)
+                    return
+                out.write(frame(content))
+                meter.tick()
+
+    await loop.create_connection(Reader, "127.0.0.1", source)
+    await done
+    meter.report()
+
+
+async def publish(source: int, redis_port: int) -> None:
+    """Team hop 1: LLM chunk -> JSON -> PUBLISH, with replies off (nothing wakes it but
+    the LLM)."""
+    import asyncio
+
+    import hiredis
+
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    meter = Meter()
+
+    class Replies(asyncio.Protocol):
+        reader = hiredis.Reader()
+
+        def data_received(self, data: bytes) -> None:
+            self.reader.feed(data)
+            while self.reader.gets() is not False:
+                pass
+
+    redis_out, _ = await loop.create_connection(Replies, "127.0.0.1", redis_port)
+    redis_out.write(hiredis.pack_command(("CLIENT", "REPLY", "OFF")))
+
+    class Reader(asyncio.Protocol):
+        pending = bytearray()
+
+        def data_received(self, data: bytes) -> None:
+            for content in contents(data, self.pending):
+                redis_out.write(hiredis.pack_command(("PUBLISH", CHANNEL, content or END)))
+                if content is None:
+                    done.set_result(None)
+                    return
+                meter.tick()
+
+    await loop.create_connection(Reader, "127.0.0.1", source)
+    await done
+    meter.report()
+
+
+async def subscribe(redis_port: int, sink: int) -> None:
+    """Team hop 2: a published message -> frame to the client."""
+    import asyncio
+
+    import hiredis
+
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    subscribed = loop.create_future()
+    meter = Meter()
+    out: asyncio.Transport | None = None
+
+    class Messages(asyncio.Protocol):
+        reader = hiredis.Reader()
+
+        def data_received(self, data: bytes) -> None:
+            self.reader.feed(data)
+            while (reply := self.reader.gets()) is not False:
+                if reply[0] == b"subscribe":
+                    subscribed.set_result(None)
+                    continue
+                out.write(frame(reply[2]))
+                if reply[2] == END:
+                    done.set_result(None)
+                    return
+                meter.tick()
+
+    redis_in, _ = await loop.create_connection(Messages, "127.0.0.1", redis_port)
+    redis_in.write(hiredis.pack_command(("SUBSCRIBE", CHANNEL)))
+    await subscribed
+    out, _ = await loop.create_connection(asyncio.Protocol, "127.0.0.1", sink)
+    await done
+    meter.report()
+
+
+# ----------------------------------------------------------------------- the client
+
+
+def spawn(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+
+
+def receive(conn: socket.socket) -> list[float]:
+    """Latencies of the frames a relay sends on ``conn`` until END (warm-up left out)."""
+    latencies, pending = [], b""
+    conn.settimeout(30)  # a relay that died must not hang the benchmark
+    with conn:
+        while data := conn.recv(65536):
+            now = time.monotonic()
+            pending += data
+            end = 0
+            for match in STAMP.finditer(pending):
+                latencies.append(now - float(match[1]))
+                end = match.end()
+            if END in pending:
+                break
+            pending = pending[end:]
+    return latencies[WARM_UP:]
+
+
+def cpu_of(process: subprocess.Popen[str]) -> float:
+    out, _ = process.communicate(timeout=60)
+    if process.returncode:
+        raise RuntimeError(f"a relay process failed ({process.returncode})")
+    return json.loads(out.strip().splitlines()[-1])["cpu_per_frame"]
+
+
+def start_llm(tokens: int, rate: float) -> tuple[subprocess.Popen[str], str]:
+    """The feeding process, once it listens, and its port."""
+    from tests.integration.stack import free_port  # the client only: relays stay lean
+
+    port = str(free_port())
+    feeder = spawn("--role", "feed", "--port", port, "--tokens", str(tokens), "--rate", str(rate))
+    assert feeder.stdout is not None
+    feeder.stdout.readline()
+    return feeder, port
+
+
+def one_hop(tokens: int, rate: float) -> Floor:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        feeder, llm = start_llm(tokens, rate)
+        hop = spawn("--role", "relay", "--source", llm, "--sink", str(listener.getsockname()[1]))
+        latencies = receive(listener.accept()[0])
+    cpu = cpu_of(hop)
+    feeder.wait(30)
+    return Floor("one hop (embedded shape)", cpu, latencies)
+
+
+def via_redis(tokens: int, rate: float, redis_port: int) -> Floor:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        sink = str(listener.getsockname()[1])
+        second = spawn("--role", "subscribe", "--redis", str(redis_port), "--sink", sink)
+        conn, _ = listener.accept()  # it connects once subscribed
+        feeder, llm = start_llm(tokens, rate)
+        first = spawn("--role", "publish", "--source", llm, "--redis", str(redis_port))
+        latencies = receive(conn)
+    cpu = cpu_of(first) + cpu_of(second)
+    feeder.wait(30)
+    return Floor("two hops via Redis (team)", cpu, latencies)
+
+
+def measure(
+    tokens: int = 200, rate: float = 20.0, redis_url: str | None = None
+) -> dict[str, Floor]:
+    """The floor of each mode's shape; Redis from ``redis_url``, else the test suite's (a
+    private server if none is given)."""
+    from tests.integration.stack import start_redis
+
+    floors = {"embedded": one_hop(tokens, rate)}
+    with tempfile.TemporaryDirectory() as work:
+        url, server = (redis_url, None) if redis_url else start_redis(Path(work))
+        try:
+            port = int(url.rsplit(":", 1)[1].split("/")[0])
+            floors["team"] = via_redis(tokens, rate, port)
+        finally:
+            if server is not None:
+                server.stop()
+    return floors
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, default=200)
+    parser.add_argument("--rate", type=float, default=20.0)
+    parser.add_argument("--role", choices=("feed", "relay", "publish", "subscribe"))
+    parser.add_argument("--port", type=int)
+    parser.add_argument("--source", type=int)
+    parser.add_argument("--sink", type=int)
+    parser.add_argument("--redis", type=int)
+    args = parser.parse_args(argv)
+    if args.role == "feed":
+        feed(args.port, args.tokens, args.rate)
+        return 0
+    if args.role:
+        import uvloop
+
+        work = {
+            "relay": lambda: relay(args.source, args.sink),
+            "publish": lambda: publish(args.source, args.redis),
+            "subscribe": lambda: subscribe(args.redis, args.sink),
+        }[args.role]
+        uvloop.run(work())
+        return 0
+    print(f"Minimal relays on this machine, {args.tokens} tokens at {args.rate:g}/s:")
+    for floor in measure(args.tokens, args.rate).values():
+        print(f"  {floor.line()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
