@@ -1,5 +1,5 @@
-"""ASGI entry point: HTTP through Django (:mod:`agentsite.http`), websockets through
-channels' auth stack."""
+"""ASGI entry point: HTTP through Django (:mod:`agentsite.http`), websockets through the
+session of their cookie (:mod:`agentsite.wsauth`)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 # Initialise Django (app registry) before importing anything that touches models.
 django.setup(set_prefix=False)
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from agentsite import serverloop  # noqa: E402
 from agentsite.http import DjangoHTTPApp  # noqa: E402
 from agentsite.runtime import tune_for_streaming, tune_garbage_collection, warm_up  # noqa: E402
+from agentsite.wsauth import websocket_auth_stack  # noqa: E402
 from conversations.routing import websocket_urlpatterns  # noqa: E402
 
 tune_for_streaming()
@@ -27,7 +27,7 @@ router = ProtocolTypeRouter(
     {
         "http": DjangoHTTPApp(),
         "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+            websocket_auth_stack(URLRouter(websocket_urlpatterns))
         ),
     }
 )
