@@ -62,3 +62,14 @@ async def test_foreign_origin_is_refused(client, user):
     connected, _ = await communicator.connect()
     assert not connected
     await communicator.disconnect()
+
+
+async def test_a_session_ended_by_logging_out_is_refused(client, user):
+    from asgiref.sync import sync_to_async
+
+    conversation = await sync_to_async(conversation_create)(owner=user)
+    cookie = await sync_to_async(session_cookie)(client, user)
+    await sync_to_async(client.logout)()  # the session row is deleted; the cookie stays
+    communicator, connected = await connect(f"/ws/conversations/{conversation.pk}/", cookie)
+    assert not connected
+    await communicator.disconnect()
