@@ -12,13 +12,13 @@ from __future__ import annotations
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncWebsocketConsumer
 
 from conversations import selectors
+from conversations.dispatch import QueuedDispatchConsumer
 from conversations.publisher import conversation_group
 
 
-class ConversationConsumer(AsyncWebsocketConsumer):
+class ConversationConsumer(QueuedDispatchConsumer):
     async def connect(self) -> None:
         user = self.scope.get("user")
         self.conversation_id = int(self.scope["url_route"]["kwargs"]["conversation_id"])
