@@ -21,6 +21,7 @@ from the time it read the frame.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import re
 import socket
@@ -29,8 +30,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+import hiredis
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -77,7 +81,8 @@ def feed(port: int, tokens: int, rate: float) -> None:
 def frame(content: bytes) -> bytes:
     """A websocket text frame (unmasked, server to client) around a little HTML."""
     body = b'<span hx-swap-oob="beforeend:#answer-1">' + content + b"</span>"
-    return b"\x81\x7e" + len(body).to_bytes(2, "big") + body
+    length = bytes([len(body)]) if len(body) < 126 else b"\x7e" + len(body).to_bytes(2, "big")
+    return b"\x81" + length + body
 
 
 class Meter:
@@ -98,43 +103,36 @@ class Meter:
         print(json.dumps({"frames": self.frames, "cpu_per_frame": cpu}), flush=True)
 
 
-def contents(data: bytes, pending: bytearray) -> list[bytes | None]:
-    """The delta contents in ``data`` (None for the end), keeping a partial event."""
-    pending += data
-    *events, rest = bytes(pending).split(b"\n\n")
-    pending[:] = rest
-    out: list[bytes | None] = []
-    for event in events:
-        chunk = json.loads(event[len(b"data: ") :])
-        if chunk.get("end"):
-            out.append(None)
-        else:
-            out.append(chunk["choices"][0]["delta"]["content"].encode())
-    return out
+class ChunkReader(asyncio.Protocol):
+    """Hands each delta of the LLM's SSE stream to ``handle`` (None at its end)."""
+
+    def __init__(self, handle: Callable[[bytes | None], None]) -> None:
+        self.handle = handle
+        self.pending = b""
+
+    def data_received(self, data: bytes) -> None:
+        *events, self.pending = (self.pending + data).split(b"\n\n")
+        for event in events:
+            chunk = json.loads(event[len(b"data: ") :])
+            self.handle(
+                None if chunk.get("end") else chunk["choices"][0]["delta"]["content"].encode()
+            )
 
 
 async def relay(source: int, sink: int) -> None:
     """One hop: LLM chunk -> JSON -> frame to the client."""
-    import asyncio
-
     loop = asyncio.get_running_loop()
-    done = loop.create_future()
-    meter = Meter()
+    done, meter = loop.create_future(), Meter()
     out, _ = await loop.create_connection(asyncio.Protocol, "127.0.0.1", sink)
 
-    class Reader(asyncio.Protocol):
-        pending = bytearray()
+    def forward(content: bytes | None) -> None:
+        out.write(frame(content or END))
+        if content is None:
+            done.set_result(None)
+        else:
+            meter.tick()
 
-        def data_received(self, data: bytes) -> None:
-            for content in contents(data, self.pending):
-                if content is None:
-                    out.write(frame(END))
-                    done.set_result(None)
-                    return
-                out.write(frame(content))
-                meter.tick()
-
-    await loop.create_connection(Reader, "127.0.0.1", source)
+    await loop.create_connection(lambda: ChunkReader(forward), "127.0.0.1", source)
     await done
     meter.report()
 
@@ -142,62 +140,38 @@ async def relay(source: int, sink: int) -> None:
 async def publish(source: int, redis_port: int) -> None:
     """Team hop 1: LLM chunk -> JSON -> PUBLISH, with replies off (nothing wakes it but
     the LLM)."""
-    import asyncio
-
-    import hiredis
-
     loop = asyncio.get_running_loop()
-    done = loop.create_future()
-    meter = Meter()
-
-    class Replies(asyncio.Protocol):
-        reader = hiredis.Reader()
-
-        def data_received(self, data: bytes) -> None:
-            self.reader.feed(data)
-            while self.reader.gets() is not False:
-                pass
-
-    redis_out, _ = await loop.create_connection(Replies, "127.0.0.1", redis_port)
+    done, meter = loop.create_future(), Meter()
+    redis_out, _ = await loop.create_connection(asyncio.Protocol, "127.0.0.1", redis_port)
     redis_out.write(hiredis.pack_command(("CLIENT", "REPLY", "OFF")))
 
-    class Reader(asyncio.Protocol):
-        pending = bytearray()
+    def forward(content: bytes | None) -> None:
+        redis_out.write(hiredis.pack_command(("PUBLISH", CHANNEL, content or END)))
+        if content is None:
+            done.set_result(None)
+        else:
+            meter.tick()
 
-        def data_received(self, data: bytes) -> None:
-            for content in contents(data, self.pending):
-                redis_out.write(hiredis.pack_command(("PUBLISH", CHANNEL, content or END)))
-                if content is None:
-                    done.set_result(None)
-                    return
-                meter.tick()
-
-    await loop.create_connection(Reader, "127.0.0.1", source)
+    await loop.create_connection(lambda: ChunkReader(forward), "127.0.0.1", source)
     await done
     meter.report()
 
 
 async def subscribe(redis_port: int, sink: int) -> None:
     """Team hop 2: a published message -> frame to the client."""
-    import asyncio
-
-    import hiredis
-
     loop = asyncio.get_running_loop()
-    done = loop.create_future()
-    subscribed = loop.create_future()
-    meter = Meter()
-    out: asyncio.Transport | None = None
+    done, subscribed, meter = loop.create_future(), loop.create_future(), Meter()
+    reader = hiredis.Reader()
+    out: asyncio.Transport | None = None  # the client's connection, made once subscribed
 
     class Messages(asyncio.Protocol):
-        reader = hiredis.Reader()
-
         def data_received(self, data: bytes) -> None:
-            self.reader.feed(data)
-            while (reply := self.reader.gets()) is not False:
+            reader.feed(data)
+            while (reply := reader.gets()) is not False:
                 if reply[0] == b"subscribe":
                     subscribed.set_result(None)
                     continue
+                assert out is not None  # nothing is published before the client is connected
                 out.write(frame(reply[2]))
                 if reply[2] == END:
                     done.set_result(None)
