@@ -51,13 +51,16 @@ class Floor:
     cpu_per_frame: float  # seconds, all relay processes together
     latencies: list[float]  # seconds, LLM write -> client read
 
+    @property
+    def p50(self) -> float:
+        return statistics.median(self.latencies)
+
     def line(self) -> str:
         lat = sorted(self.latencies)
-        p50 = statistics.median(lat) * 1e3
-        p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1e3
+        p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
         return (
             f"{self.label:28} CPU {self.cpu_per_frame * 1e6:5.0f} us/frame  "
-            f"latency p50 {p50:5.2f} ms  p99 {p99:5.2f} ms  (n={len(lat)})"
+            f"latency p50 {self.p50 * 1e3:5.2f} ms  p99 {p99 * 1e3:5.2f} ms  (n={len(lat)})"
         )
 
 

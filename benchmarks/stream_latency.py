@@ -684,6 +684,13 @@ def verdicts(results: list[Result]) -> list[tuple[str, str, float, float]]:
     return rows
 
 
+# The verdicts shown beside the same figure of a minimal relay (benchmarks/relay_floor.py).
+FLOOR_FIGURES = {
+    "1 run p50 ms/token": lambda floor: floor.p50 * 1e3,
+    "CPU per frame ms": lambda floor: floor.cpu_per_frame * 1e3,
+}
+
+
 def print_verdicts(
     rows: list[tuple[str, str, float, float]], floors: dict[str, relay_floor.Floor]
 ) -> None:
@@ -693,12 +700,8 @@ def print_verdicts(
     print("Targets (issue 5)" + ("; floor = a minimal relay of the same shape" if floors else ""))
     for mode, name, measured, limit in rows:
         verdict = "ok" if measured < limit else "MISSED"
-        floor = floors.get(mode)
-        at_floor = {
-            "1 run p50 ms/token": floor and statistics.median(floor.latencies) * 1e3,
-            "CPU per frame ms": floor and floor.cpu_per_frame * 1e3,
-        }.get(name)
-        beside = f"  (floor {at_floor:.3f})" if at_floor else ""
+        floor, figure = floors.get(mode), FLOOR_FIGURES.get(name)
+        beside = f"  (floor {figure(floor):.3f})" if floor and figure else ""
         print(f"  {mode:9} {name:38} {measured:9.3f}  < {limit:<7g} {verdict}{beside}")
 
 
