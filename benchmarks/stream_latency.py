@@ -15,9 +15,11 @@ receive, so the added latency per token is ``receipt - emission``. Printed per m
 - DB writes per answer (the runner's "run N finished: ... F frames, W log writes" line);
 - server CPU per run and per frame (utime + stime of daphne and the worker from /proc),
   and while idle: 20 chats open, nothing streaming, CPU per second for 3 s.
+- first, the floor of the machine now: a minimal relay of each mode's shape
+  (benchmarks/relay_floor.py), shown beside the one-run p50 and CPU-per-frame verdicts.
 
     .venv/bin/python benchmarks/stream_latency.py [--tokens 300] [--rate 20]
-        [--concurrency 50,100,200] [--modes embedded,team]
+        [--concurrency 50,100,200] [--modes embedded,team] [--no-floor]
         [--profile-dir DIR [--profile top|stream|first-token|burst] [--profiler CMD]]
 
 Everything runs on this machine (2 cores here): the servers, Redis, PostgreSQL, the
