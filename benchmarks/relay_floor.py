@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import hiredis
 
@@ -88,6 +89,11 @@ def frame(content: bytes) -> bytes:
     return b"\x81" + length + body
 
 
+def host_port(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host, int(port)
+
+
 class Meter:
     """Counts frames and the process's CPU from the WARM_UP-th on."""
 
@@ -140,12 +146,12 @@ async def relay(source: int, sink: int) -> None:
     meter.report()
 
 
-async def publish(source: int, redis_port: int) -> None:
+async def publish(source: int, redis: str) -> None:
     """Team hop 1: LLM chunk -> JSON -> PUBLISH, with replies off (nothing wakes it but
     the LLM)."""
     loop = asyncio.get_running_loop()
     done, meter = loop.create_future(), Meter()
-    redis_out, _ = await loop.create_connection(asyncio.Protocol, "127.0.0.1", redis_port)
+    redis_out, _ = await loop.create_connection(asyncio.Protocol, *host_port(redis))
     redis_out.write(hiredis.pack_command(("CLIENT", "REPLY", "OFF")))
 
     def forward(content: bytes | None) -> None:
@@ -160,7 +166,7 @@ async def publish(source: int, redis_port: int) -> None:
     meter.report()
 
 
-async def subscribe(redis_port: int, sink: int) -> None:
+async def subscribe(redis: str, sink: int) -> None:
     """Team hop 2: a published message -> frame to the client."""
     loop = asyncio.get_running_loop()
     done, subscribed, meter = loop.create_future(), loop.create_future(), Meter()
@@ -181,7 +187,7 @@ async def subscribe(redis_port: int, sink: int) -> None:
                     return
                 meter.tick()
 
-    redis_in, _ = await loop.create_connection(Messages, "127.0.0.1", redis_port)
+    redis_in, _ = await loop.create_connection(Messages, *host_port(redis))
     redis_in.write(hiredis.pack_command(("SUBSCRIBE", CHANNEL)))
     await subscribed
     out, _ = await loop.create_connection(asyncio.Protocol, "127.0.0.1", sink)
@@ -247,32 +253,42 @@ def one_hop(tokens: int, rate: float) -> Floor:
     return Floor("one hop (embedded shape)", cpu, latencies)
 
 
-def via_redis(tokens: int, rate: float, redis_port: int) -> Floor:
+def via_redis(tokens: int, rate: float, redis: str) -> Floor:
     with socket.create_server(("127.0.0.1", 0)) as listener:
         sink = str(listener.getsockname()[1])
-        second = spawn("--role", "subscribe", "--redis", str(redis_port), "--sink", sink)
+        second = spawn("--role", "subscribe", "--redis", redis, "--sink", sink)
         conn, _ = listener.accept()  # it connects once subscribed
         feeder, llm = start_llm(tokens, rate)
-        first = spawn("--role", "publish", "--source", llm, "--redis", str(redis_port))
+        first = spawn("--role", "publish", "--source", llm, "--redis", redis)
         latencies = receive(conn)
     cpu = cpu_of(first) + cpu_of(second)
     feeder.wait(30)
     return Floor("two hops via Redis (team)", cpu, latencies)
 
 
-def measure(
-    tokens: int = 200, rate: float = 20.0, redis_url: str | None = None
-) -> dict[str, Floor]:
-    """The floor of each mode's shape; Redis from ``redis_url``, else the test suite's (a
-    private server if none is given)."""
+def plain_address(url: str) -> str | None:
+    """``host:port`` of a ``redis://`` URL without credentials (None for any other)."""
+    parts = urlsplit(url)
+    if parts.scheme != "redis" or parts.username or parts.password:
+        return None
+    return f"{parts.hostname or '127.0.0.1'}:{parts.port or 6379}"
+
+
+def measure(tokens: int = 200, rate: float = 20.0) -> dict[str, Floor]:
+    """The floor of each mode's shape, through the Redis the stacks use (the test suite's:
+    AGENTSITE_TEST_REDIS_URL, else a private server; a private one too if that URL needs
+    credentials, which the relays do not send)."""
     from tests.integration.stack import start_redis
 
     floors = {"embedded": one_hop(tokens, rate)}
     with tempfile.TemporaryDirectory() as work:
-        url, server = (redis_url, None) if redis_url else start_redis(Path(work))
+        url, server = start_redis(Path(work))
         try:
-            port = int(url.rsplit(":", 1)[1].split("/")[0])
-            floors["team"] = via_redis(tokens, rate, port)
+            address = plain_address(url)
+            if address is None:  # a private server's URL is plain TCP without credentials
+                url, server = start_redis(Path(work), unix_socket=Path(work) / "redis.sock")
+                address = plain_address(url)
+            floors["team"] = via_redis(tokens, rate, address)
         finally:
             if server is not None:
                 server.stop()
@@ -287,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int)
     parser.add_argument("--source", type=int)
     parser.add_argument("--sink", type=int)
-    parser.add_argument("--redis", type=int)
+    parser.add_argument("--redis", help="host:port")
     args = parser.parse_args(argv)
     if args.role == "feed":
         feed(args.port, args.tokens, args.rate)
