@@ -9,6 +9,7 @@ by a MutationObserver, so they are asserted without racing the stream.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -246,8 +247,12 @@ def test_frames_that_beat_the_post_response_are_not_lost(chat_page: Page, llm: S
     new_conversation(chat_page)
     held: list[Any] = []
     chat_page.route("**/messages/", lambda route: held.append(route))  # the POST waits here
-    with chat_page.expect_request(re.compile(r"/messages/$")):
-        send(chat_page, "What is 6*7?")
+    send(chat_page, "What is 6*7?")
+    # Playwright calls the route handler after the request event, when it next dispatches
+    # (waiting for the request alone could return first): dispatch until it has run.
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while not held and time.monotonic() < deadline:
+        chat_page.wait_for_timeout(10)
     assert len(held) == 1, "the message POST was not intercepted"
     route = held[0]
     with sockets[-1].expect_event(
