@@ -128,14 +128,13 @@ class ChunkReader(asyncio.Protocol):
             )
 
 
-async def relay(source: int, sink: int) -> None:
-    """One hop: LLM chunk -> JSON -> frame to the client."""
+async def from_llm(source: int, send: Callable[[bytes], None]) -> None:
+    """Read the LLM's deltas and ``send`` each (then END), counting frames; report the CPU."""
     loop = asyncio.get_running_loop()
     done, meter = loop.create_future(), Meter()
-    out, _ = await loop.create_connection(asyncio.Protocol, "127.0.0.1", sink)
 
     def forward(content: bytes | None) -> None:
-        out.write(frame(content or END))
+        send(content or END)
         if content is None:
             done.set_result(None)
         else:
@@ -144,26 +143,22 @@ async def relay(source: int, sink: int) -> None:
     await loop.create_connection(lambda: ChunkReader(forward), "127.0.0.1", source)
     await done
     meter.report()
+
+
+async def relay(source: int, sink: int) -> None:
+    """One hop: LLM chunk -> JSON -> frame to the client."""
+    out, _ = await asyncio.get_running_loop().create_connection(asyncio.Protocol, "127.0.0.1", sink)
+    await from_llm(source, lambda content: out.write(frame(content)))
 
 
 async def publish(source: int, redis: str) -> None:
     """Team hop 1: LLM chunk -> JSON -> PUBLISH, with replies off (nothing wakes it but
     the LLM)."""
-    loop = asyncio.get_running_loop()
-    done, meter = loop.create_future(), Meter()
-    redis_out, _ = await loop.create_connection(asyncio.Protocol, *host_port(redis))
-    redis_out.write(hiredis.pack_command(("CLIENT", "REPLY", "OFF")))
-
-    def forward(content: bytes | None) -> None:
-        redis_out.write(hiredis.pack_command(("PUBLISH", CHANNEL, content or END)))
-        if content is None:
-            done.set_result(None)
-        else:
-            meter.tick()
-
-    await loop.create_connection(lambda: ChunkReader(forward), "127.0.0.1", source)
-    await done
-    meter.report()
+    out, _ = await asyncio.get_running_loop().create_connection(asyncio.Protocol, *host_port(redis))
+    out.write(hiredis.pack_command(("CLIENT", "REPLY", "OFF")))
+    await from_llm(
+        source, lambda content: out.write(hiredis.pack_command(("PUBLISH", CHANNEL, content)))
+    )
 
 
 async def subscribe(redis: str, sink: int) -> None:
