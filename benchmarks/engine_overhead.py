@@ -22,6 +22,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from percentiles import pct  # noqa: E402
+
 from engine.agent import ReActAgent  # noqa: E402
 from engine.llm.scripted import ScriptedLLM  # noqa: E402
 from engine.tools import ToolRegistry, tool  # noqa: E402
@@ -92,12 +94,6 @@ async def _peak_memory(mode: str, runs: int, iterations: int) -> int:
     return peak
 
 
-def _percentile(values: list[float], pct: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(pct / 100 * len(ordered)) - 1))
-    return ordered[index]
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1000)
@@ -110,7 +106,7 @@ def main() -> int:
     for mode in ("json", "native"):
         per_iteration = asyncio.run(_measure(mode, args.runs, args.iterations))
         median_ms = statistics.median(per_iteration) * 1000
-        p99_ms = _percentile(per_iteration, 99) * 1000
+        p99_ms = pct(per_iteration, 99) * 1000
         peak = asyncio.run(_peak_memory(mode, min(args.runs, 200), args.iterations))
         ok = ok and median_ms < TARGET_MS
         print(

@@ -25,7 +25,6 @@ import asyncio
 import json
 import re
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import hiredis
+from percentiles import pct
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -54,14 +54,13 @@ class Floor:
 
     @property
     def p50(self) -> float:
-        return statistics.median(self.latencies)
+        return pct(self.latencies, 50)
 
     def line(self) -> str:
-        lat = sorted(self.latencies)
-        p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
         return (
             f"{self.label:28} CPU {self.cpu_per_frame * 1e6:5.0f} us/frame  "
-            f"latency p50 {self.p50 * 1e3:5.2f} ms  p99 {p99 * 1e3:5.2f} ms  (n={len(lat)})"
+            f"latency p50 {self.p50 * 1e3:5.2f} ms  p99 {pct(self.latencies, 99) * 1e3:5.2f} ms"
+            f"  (n={len(self.latencies)})"
         )
 
 

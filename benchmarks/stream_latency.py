@@ -48,6 +48,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import relay_floor  # noqa: E402
+from percentiles import pct  # noqa: E402
 
 from tests.integration.stack import (  # noqa: E402
     Browser,
@@ -136,15 +137,6 @@ class Result:
     @property
     def server_cpu(self) -> float:
         return sum(v for k, v in self.cpu.items() if k == "daphne" or k.startswith("worker"))
-
-
-def pct(values: list[float], q: float) -> float:
-    """The q-th percentile (0-100) by nearest rank; NaN when empty."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))
-    return ordered[index]
 
 
 def cpu_of(processes: dict[str, Process]) -> dict[str, float]:
