@@ -36,7 +36,7 @@ import jsonschema
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import ChatMessage, OpenAICompatibleLLM, Tool, ToolRegistry  # noqa: E402
-from engine.agent import ACTION_FORMAT_NAME, _action_schema  # noqa: E402
+from engine.actions import ACTION_FORMAT_NAME, action_schema  # noqa: E402
 from engine.prompts import json_system_prompt  # noqa: E402
 from engine.structured import extract_json, json_response_format  # noqa: E402
 from llms.local_server import (  # noqa: E402
@@ -116,7 +116,7 @@ def judge(reply: str, expected: str, schema: dict[str, Any]) -> tuple[bool, bool
 
 
 async def run_mode(llm: OpenAICompatibleLLM, constrained: bool) -> list[Outcome]:
-    schema = _action_schema(TOOLS)
+    schema = action_schema(TOOLS)
     abilities = {"json_schema": True, "json_schema_dialect": "llamacpp"}
     options: dict[str, Any] = {"max_tokens": MAX_TOKENS, **SAMPLING}
     if constrained:

@@ -3,10 +3,11 @@
 Phase 1 runs non-streaming ``chat()`` calls in one of two modes. Native mode passes the
 tools in the request and runs every call of a reply concurrently; JSON mode puts the
 catalog in the system prompt and reads one JSON action (or the classic
-``Thought/Action/Finish`` text) per reply, for models without function calling.
-Guards keep a confused model from burning the budget: an :class:`ErrorTracker`, an
-empty-turn counter and a repeated-call check. Phase 2 (:meth:`ReActAgent.stream_answer`)
-streams a polished answer from the question and the trace.
+``Thought/Action/Finish`` text, :mod:`engine.actions`) per reply, for models without
+function calling. Guards keep a confused model from burning the budget: an
+:class:`ErrorTracker`, an empty-turn counter and a repeated-call check. Phase 2
+(:meth:`ReActAgent.stream_answer`, :mod:`engine.answer`) streams a polished answer from
+the question and the trace.
 
 Events: ``run()`` emits thinking/iteration/phase/inject events and, when it has an
 answer, ``AnswerSignal``; ``stream_answer()`` emits ``AnswerStart``/``AnswerDelta``/
@@ -17,26 +18,23 @@ which callers that do not stream call themselves).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import json
 import logging
-import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
+from engine import answer as answer_phase
 from engine import prompts
+from engine.actions import ACTION_FORMAT_NAME, action_schema, parse_action
+from engine.answer import CANCELLED, SUCCEEDED
 from engine.cancel import CancelledRun, CancelToken, run_cancellable
 from engine.errors import AgentPaused, ErrorTracker
 from engine.events import (
     AgentEvent,
-    AnswerDelta,
-    AnswerDone,
     AnswerSignal,
-    AnswerStart,
-    Done,
     Inject,
     IterationDone,
     IterationStart,
@@ -44,10 +42,10 @@ from engine.events import (
     ThinkingStart,
 )
 from engine.interrupts import InterruptSource
-from engine.llm.base import LLM, ChatDelta, ChatResponse, ContextOverflowError, LLMError
+from engine.llm.base import LLM, ChatResponse, ContextOverflowError, LLMError
 from engine.messages import ChatMessage, ToolCall, Usage
 from engine.selection import TOOL_SELECTION_THRESHOLD, choose_tools
-from engine.structured import extract_json, json_response_format
+from engine.structured import json_response_format
 from engine.tools import (
     Artifact,
     Tool,
@@ -61,19 +59,14 @@ __all__ = ["AgentResult", "ReActAgent", "Step"]
 
 logger = logging.getLogger(__name__)
 
-SUCCEEDED = "succeeded"
+# AgentResult.status: SUCCEEDED and CANCELLED come from engine.answer, which sets them too.
 PAUSED = "paused"
-CANCELLED = "cancelled"
 FAILED = "failed"
 
 MAX_EMPTY_TURNS = 3
 MAX_IDENTICAL_CALLS = 2
-ACTION_FORMAT_NAME = "agent_action"
-# Schema-constrained JSON mode: the longest ``reasoning`` before the action.
-ACTION_REASONING_MAX_CHARS = 300
 
 EventCallback = Callable[[AgentEvent], Any]
-T = TypeVar("T")
 
 
 class ContextGuardLike(Protocol):
@@ -123,17 +116,6 @@ class AgentResult:
     pending_injections: list[str] = field(default_factory=list)
     error: str | None = None
     stop_reason: str = "answer"
-
-
-@dataclass
-class Action:
-    """A parsed JSON-mode reply: ``tool_call``, ``final_answer`` or ``empty``."""
-
-    kind: str
-    reasoning: str = ""
-    tool_name: str = ""
-    tool_args: dict[str, Any] = field(default_factory=dict)
-    answer: str = ""
 
 
 @dataclass
@@ -221,8 +203,8 @@ class ReActAgent:
         """Run the tool loop for ``query`` (appended to ``history`` as a pinned message)."""
         run = _Run(query=query, tools=self.tools, started=time.perf_counter())
         mode = "native" if self._native_mode_active else "json"
-        # DEBUG: an application logs its own line per run (the web app's runner does); two
-        # more INFO lines per run were a tenth of a busy worker's event-loop time.
+        # DEBUG: an application logs its own line per run (the web app's runner does); more
+        # INFO lines per run would cost a busy worker's event loop and say nothing new.
         logger.debug("agent run started: mode=%s tools=%d", mode, len(self.tools))
         status, answer, error, stop_reason = SUCCEEDED, "", None, "answer"
         try:
@@ -305,7 +287,7 @@ class ReActAgent:
             turn_kwargs = self._json_turn_kwargs(run, chat_kwargs)
             reply = await self._call_llm(run, iteration, **turn_kwargs)
             content = reply.content or ""
-            action = self._parse_action(content, run.tools)
+            action = parse_action(content, run.tools)
             reasoning = action.reasoning or reply.reasoning_content or ""
             await self._emit(ThinkingDone(iteration, reasoning))
             if content.strip():
@@ -398,13 +380,13 @@ class ReActAgent:
 
     async def _chat(self, messages: list[ChatMessage], **kwargs: Any) -> ChatResponse:
         self._check_cancel()
-        return await _race(self.llm.chat(messages, **kwargs), self.cancel)
+        return await run_cancellable(self.llm.chat(messages, **kwargs), self.cancel)
 
     def _json_response_format(self, tools: ToolRegistry) -> dict[str, Any] | None:
         abilities = self.llm.abilities
         if not (abilities.get("json_mode") or abilities.get("json_schema")):
             return None
-        return json_response_format(abilities, ACTION_FORMAT_NAME, _action_schema(tools))
+        return json_response_format(abilities, ACTION_FORMAT_NAME, action_schema(tools))
 
     def _json_turn_kwargs(self, run: _Run, chat_kwargs: dict[str, Any]) -> dict[str, Any]:
         """A schema-constrained model that just repeated a call loses that tool for a turn.
@@ -423,32 +405,6 @@ class ReActAgent:
         repeated = run.last_call[0]
         others = run.tools.filter_by_names(n for n in run.tools.names() if n != repeated)
         return {**chat_kwargs, "response_format": self._json_response_format(others)}
-
-    # ------------------------------------------------------------------ parsing
-
-    def _parse_action(self, content: str | None, tools: ToolRegistry | None = None) -> Action:
-        """Read a JSON-mode reply: the JSON form first, then the classic text form.
-
-        Anything else becomes a final answer carrying the parse-failure sentinel, which
-        the loop turns into one reformat request.
-        """
-        tools = self.tools if tools is None else tools
-        text = (content or "").strip()
-        if not text:
-            return Action("empty")
-        if "{" in text:
-            try:
-                data = extract_json(text)
-            except ValueError:
-                data = None
-            if isinstance(data, dict):
-                action = _action_from_json(data, tools)
-                if action is not None:
-                    return action
-        action = _action_from_classic(text, tools)
-        if action is not None:
-            return action
-        return Action("final_answer", reasoning=prompts.PARSE_FAILURE_SENTINEL, answer=text)
 
     # ------------------------------------------------------------------ tools
 
@@ -496,7 +452,7 @@ class ReActAgent:
             else asyncio.gather(*(run_one(k) for k in range(len(calls))), return_exceptions=True)
         )
         try:
-            await _race(work, self.cancel)
+            await run_cancellable(work, self.cancel)
         except CancelledRun:
             for k, outcome in enumerate(outcomes):
                 if outcome is None:
@@ -670,188 +626,26 @@ class ReActAgent:
         except Exception:
             logger.exception("on_event callback failed for %s", type(event).__name__)
 
-    async def finish(self, result: AgentResult, answer: str | None = None) -> None:
-        """Emit the run's one ``Done`` event (``stream_answer`` calls this at its end)."""
-        text = result.answer if answer is None else answer
-        await self._emit(Done(text, result.iterations, result.usage.to_dict(), result.elapsed))
-
     # ------------------------------------------------------------------ phase 2
 
-    async def stream_answer(self, result: AgentResult, query: str) -> AsyncIterator[str]:
+    def stream_answer(self, result: AgentResult, query: str) -> AsyncIterator[str]:
         """Stream the final answer, then emit ``AnswerDone`` and ``Done``.
 
-        A succeeded run gets a separate synthesis call (question + trace); a paused or
-        failed run streams its explanation verbatim. If the stream fails before its
-        first chunk, ``result.answer`` is streamed instead. On cancellation it stops,
-        sets ``result.status`` to ``cancelled`` and emits neither ``AnswerDone`` nor
-        ``Done``. The stream's usage and time are added to ``result``.
+        See :func:`engine.answer.stream_answer`: a succeeded run's answer is synthesised
+        from the question and the trace, a paused or failed run's explanation is streamed
+        as is; on cancellation ``result.status`` becomes ``cancelled`` and no ``Done``
+        follows.
         """
-        if result.status == CANCELLED or (self.cancel is not None and self.cancel.cancelled):
-            result.status = CANCELLED
-            return
-        started = time.perf_counter()
-        await self._emit(AnswerStart())
-        parts: list[str] = []
-        try:
-            if result.status == SUCCEEDED:
-                source = self._synthesise(result, query)
-            else:
-                source = _single(result.answer)
-            async for chunk in source:
-                parts.append(chunk)
-                await self._emit(AnswerDelta(chunk))
-                yield chunk
-        except CancelledRun:
-            result.status = CANCELLED
-            result.elapsed += time.perf_counter() - started
-            logger.info("answer stream cancelled after %d chunk(s)", len(parts))
-            return
-        result.elapsed += time.perf_counter() - started
-        await self._emit(AnswerDone())
-        await self.finish(result, "".join(parts))
+        return answer_phase.stream_answer(
+            self.llm, result, query, cancel=self.cancel, emit=self._emit
+        )
 
-    async def _synthesise(self, result: AgentResult, query: str) -> AsyncIterator[str]:
-        """Chunks of the synthesised answer; the loop's answer when the stream fails early."""
-        trace = [(s.tool_name, s.tool_args, s.observation) for s in result.steps]
-        messages = [
-            ChatMessage("system", prompts.SYNTHESIS_SYSTEM_PROMPT),
-            ChatMessage("user", prompts.synthesis_user_prompt(query, trace, result.answer)),
-        ]
-        yielded = False
-        try:
-            async for delta in self._answer_deltas(messages):
-                if delta.usage is not None:
-                    result.usage = result.usage + delta.usage
-                if delta.content:
-                    yielded = True
-                    yield delta.content
-        except LLMError as exc:
-            if yielded:
-                logger.warning("answer stream failed midway, keeping the partial answer: %s", exc)
-                return
-            logger.warning("answer stream failed, falling back to the loop's answer: %s", exc)
-        if not yielded and result.answer:
-            yield result.answer
-
-    async def _answer_deltas(self, messages: list[ChatMessage]) -> AsyncIterator[ChatDelta]:
-        """Deltas of the synthesis call, raced against the cancel token.
-
-        The provider's stream is consumed by one pump task (so an HTTP stream is never
-        advanced from several tasks) and cancelling that task closes the upstream request.
-        """
-        self._check_cancel()
-        if not self.llm.abilities.get("streaming", True):
-            response = await self._chat(messages)
-            yield ChatDelta(content=response.content, usage=response.usage)
-            return
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-        pump = asyncio.ensure_future(_pump(self.llm.stream_chat(messages), queue))
-        # One watcher per stream (not a race per chunk: two tasks for every token).
-        watcher = _put_when_cancelled(self.cancel, queue)
-        held: Any = None  # an item read while merging, handled next
-        try:
-            while True:
-                if held is not None:
-                    item, held = held, None
-                else:
-                    item = await queue.get()
-                if item is _CANCELLED or (self.cancel is not None and self.cancel.cancelled):
-                    raise CancelledRun("cancelled")
-                if item is _END:
-                    return
-                if isinstance(item, BaseException):
-                    raise item
-                item, held = _merge_ready(item, queue)
-                yield item
-        finally:
-            if watcher is not None:
-                watcher.cancel()
-            if not pump.done():
-                pump.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await pump
+    async def finish(self, result: AgentResult, answer: str | None = None) -> None:
+        """Emit the run's one ``Done`` event (``stream_answer`` calls this at its end)."""
+        await answer_phase.finish(result, answer, emit=self._emit)
 
 
 # ---------------------------------------------------------------------- helpers
-
-_END = object()
-_CANCELLED = object()
-
-
-def _merge_ready(delta: ChatDelta, queue: asyncio.Queue[Any]) -> tuple[ChatDelta, Any]:
-    """``delta`` plus the plain text deltas already waiting behind it, as one delta.
-
-    Chunks read from the socket together (a loaded process reads a backlog) then cost one
-    event downstream instead of one each; text order is kept. Returns the merged delta and
-    the first queued item that is not plain text (or None), which the caller handles next.
-    """
-    if not _plain_text(delta):
-        return delta, None
-    parts, held = [delta.content], None
-    while not queue.empty():
-        item = queue.get_nowait()
-        if not _plain_text(item):
-            held = item
-            break
-        parts.append(item.content)
-    return (delta if len(parts) == 1 else ChatDelta(content="".join(parts))), held
-
-
-def _plain_text(item: Any) -> bool:
-    return (
-        isinstance(item, ChatDelta)
-        and bool(item.content)
-        and not item.reasoning_content
-        and not item.tool_calls
-        and item.usage is None
-        and not item.finish_reason
-    )
-
-
-def _put_when_cancelled(
-    token: CancelToken | None, queue: asyncio.Queue[Any]
-) -> asyncio.Task | None:
-    """A task that wakes the queue's reader with ``_CANCELLED`` once ``token`` fires."""
-    if token is None:
-        return None
-
-    async def watch() -> None:
-        await token.wait()
-        queue.put_nowait(_CANCELLED)
-
-    return asyncio.ensure_future(watch())
-
-
-async def _race(work: Awaitable[T], cancel: CancelToken | None) -> T:
-    """``run_cancellable`` that also disposes of ``work`` if the token fired before it ran."""
-    try:
-        return await run_cancellable(work, cancel)
-    except CancelledRun:
-        if inspect.iscoroutine(work):
-            work.close()
-        elif isinstance(work, asyncio.Future):
-            work.cancel()
-        raise
-
-
-async def _pump(stream: AsyncIterator[ChatDelta], queue: asyncio.Queue[Any]) -> None:
-    try:
-        async for delta in stream:
-            queue.put_nowait(delta)
-    except Exception as exc:
-        queue.put_nowait(exc)
-        return
-    finally:
-        aclose = getattr(stream, "aclose", None)
-        if aclose is not None:
-            with contextlib.suppress(Exception):
-                await aclose()
-    queue.put_nowait(_END)
-
-
-async def _single(text: str) -> AsyncIterator[str]:
-    if text:
-        yield text
 
 
 def _normalise_calls(calls: Sequence[ToolCall], iteration: int) -> list[ToolCall]:
@@ -871,179 +665,3 @@ def _args_key(arguments: Any) -> str:
         return json.dumps(arguments, sort_keys=True, default=str)
     except (TypeError, ValueError):
         return repr(arguments)
-
-
-def _action_schema(tools: ToolRegistry | Sequence[str]) -> dict[str, Any]:
-    """The JSON schema of a JSON-mode reply, for models that support constrained output.
-
-    ``properties`` lists every field with the tool names as an enum; ``anyOf`` then ties
-    them into the two reply shapes: one variant per tool (``tool_name`` fixed, ``tool_args``
-    that tool's parameter schema, both required) and the final answer (``answer``
-    required). Grammar-constrained servers (llama.cpp) follow the variants, so even a tiny
-    model names a listed tool and passes its required arguments; ``reasoning`` is bounded
-    so a rambling model cannot spend its token budget before the action.
-    """
-    registry = tools if isinstance(tools, ToolRegistry) else None
-    names = registry.names() if registry is not None else list(tools)
-    properties: dict[str, Any] = {
-        "type": {"type": "string", "enum": ["tool_call", "final_answer"]},
-        "reasoning": {"type": "string"},
-        "answer": {"type": "string"},
-    }
-    if names:
-        properties["tool_name"] = {"type": "string", "enum": list(names)}
-        properties["tool_args"] = {"type": "object"}
-    else:
-        properties["type"]["enum"] = ["final_answer"]
-    reasoning = {"type": "string", "maxLength": ACTION_REASONING_MAX_CHARS}
-    variants: list[dict[str, Any]] = []
-    for name in names:
-        found = registry.get(name) if registry is not None else None
-        args = found.parameters if found is not None else {"type": "object"}
-        variants.append(
-            {
-                "type": "object",
-                "properties": {
-                    "type": {"const": "tool_call"},
-                    "reasoning": reasoning,
-                    "tool_name": {"const": name},
-                    "tool_args": args,
-                },
-                "required": ["type", "reasoning", "tool_name", "tool_args"],
-            }
-        )
-    variants.append(
-        {
-            "type": "object",
-            "properties": {
-                "type": {"const": "final_answer"},
-                "reasoning": reasoning,
-                "answer": {"type": "string"},
-            },
-            "required": ["type", "reasoning", "answer"],
-        }
-    )
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": ["type", "reasoning"],
-        "anyOf": variants,
-    }
-
-
-_FINAL_KINDS = frozenset({"final_answer", "final", "answer", "finish"})
-_TOOL_KINDS = frozenset({"tool_call", "tool", "action", "function_call", "tool_use"})
-_ARG_KEYS = ("tool_args", "tool_input", "arguments", "args", "parameters", "input")
-
-
-def _action_from_json(data: dict[str, Any], tools: ToolRegistry) -> Action | None:
-    """The JSON reply form (plus LangChain's ``action``/``action_input``); None if neither."""
-    reasoning = _text(data.get("reasoning") or data.get("thought") or "")
-    kind = _text(data.get("type") or "").strip().lower()
-    name = data.get("tool_name") or data.get("tool") or data.get("name")
-    answer = data.get("answer", data.get("final_answer"))
-    if not kind and "action" in data and "action_input" in data:
-        name, args = _text(data["action"]), data["action_input"]
-        if name.strip().lower() in {"final answer", "final_answer", "finish"}:
-            return _final(reasoning, args)
-        return Action("tool_call", reasoning, name.strip(), _coerce_args(args, tools.get(name)))
-    if kind in _FINAL_KINDS or (not kind and answer is not None and not name):
-        return _final(reasoning, answer)
-    if (kind in _TOOL_KINDS or not kind) and isinstance(name, str) and name.strip():
-        args = next((data[key] for key in _ARG_KEYS if key in data), None)
-        tool_name = name.strip()
-        return Action("tool_call", reasoning, tool_name, _coerce_args(args, tools.get(tool_name)))
-    return None
-
-
-def _final(reasoning: str, answer: Any) -> Action:
-    text = _text(answer).strip() if answer is not None else ""
-    if not text:
-        return Action("empty", reasoning)
-    return Action("final_answer", reasoning, answer=text)
-
-
-_THOUGHT_RE = re.compile(
-    r"Thought\s*:\s*(.*?)(?=\n\s*(?:Action|Finish|Final Answer)\b|\Z)", re.S | re.I
-)
-_ACTION_RE = re.compile(r"Action\s*:\s*([A-Za-z0-9_-]+)\s*\[", re.I)
-_FINISH_RE = re.compile(r"(?:^|\n|\s)Finish\s*\[", re.I)
-_FINAL_ANSWER_RE = re.compile(r"Final Answer\s*:\s*(.*)", re.S | re.I)
-_OBSERVATION_RE = re.compile(r"\n\s*Observation\s*:", re.I)
-
-
-def _action_from_classic(text: str, tools: ToolRegistry) -> Action | None:
-    """``Thought: ... / Action: tool[input]`` and ``Finish[answer]`` / ``Final Answer:``."""
-    cut = _OBSERVATION_RE.search(text)
-    if cut:
-        text = text[: cut.start()]  # ignore observations the model invented
-    thought = _THOUGHT_RE.search(text)
-    reasoning = thought.group(1).strip() if thought else ""
-    action = _ACTION_RE.search(text)
-    if action is not None:
-        name = action.group(1)
-        arg_text = _bracket_body(text, action.end() - 1)
-        if name.lower() == "finish":
-            return _final(reasoning, arg_text)
-        return Action("tool_call", reasoning, name, _coerce_args(arg_text, tools.get(name)))
-    finish = _FINISH_RE.search(text)
-    if finish is not None:
-        return _final(reasoning, _bracket_body(text, finish.end() - 1))
-    final = _FINAL_ANSWER_RE.search(text)
-    if final is not None:
-        return _final(reasoning, final.group(1))
-    return None
-
-
-def _bracket_body(text: str, open_index: int) -> str:
-    """Text between ``text[open_index] == "["`` and its closing bracket (or the last ``]``)."""
-    depth = 0
-    for i in range(open_index, len(text)):
-        if text[i] == "[":
-            depth += 1
-        elif text[i] == "]":
-            depth -= 1
-            if depth == 0:
-                return text[open_index + 1 : i].strip()
-    end = text.rfind("]")
-    return text[open_index + 1 : end if end > open_index else len(text)].strip()
-
-
-def _coerce_args(args: Any, tool: Tool | None) -> dict[str, Any]:
-    """Arguments as a dict: JSON objects as is, a bare value mapped to the main parameter."""
-    if args is None or args == "":
-        return {}
-    if isinstance(args, dict):
-        return args
-    if isinstance(args, str) and args.strip().startswith("{"):
-        try:
-            parsed = extract_json(args)
-        except ValueError:
-            parsed = None
-        if isinstance(parsed, dict):
-            return parsed
-    return _single_argument(args, tool)
-
-
-def _single_argument(value: Any, tool: Tool | None) -> dict[str, Any]:
-    properties = (tool.parameters.get("properties") or {}) if tool is not None else {}
-    if not properties:
-        return {"input": value}
-    required = (tool.parameters.get("required") or []) if tool is not None else []
-    name = required[0] if required else next(iter(properties))
-    kind = (properties.get(name) or {}).get("type")
-    if isinstance(value, str):
-        text = value.strip().strip("\"'")
-        with contextlib.suppress(ValueError):
-            if kind == "integer":
-                return {name: int(text)}
-            if kind == "number":
-                return {name: float(text)}
-        value = text
-    return {name: value}
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, default=str)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import threading
 from collections.abc import Awaitable
 from typing import TypeVar
@@ -63,10 +64,18 @@ class CancelToken:
 
 
 async def run_cancellable(awaitable: Awaitable[T], token: CancelToken | None) -> T:
-    """Await ``awaitable`` unless ``token`` fires first; then cancel it and raise."""
+    """Await ``awaitable`` unless ``token`` fires first; then cancel it and raise.
+
+    A token that fired already disposes of ``awaitable`` unstarted (no coroutine is left
+    never awaited)."""
     if token is None:
         return await awaitable
-    token.raise_if_cancelled()
+    if token.cancelled:
+        if inspect.iscoroutine(awaitable):
+            awaitable.close()
+        elif isinstance(awaitable, asyncio.Future):
+            awaitable.cancel()
+        raise CancelledRun("cancelled")
     work = asyncio.ensure_future(awaitable)
     waiter = asyncio.ensure_future(token.wait())
     try:

@@ -32,7 +32,6 @@ import asyncio
 import contextlib
 import email.utils
 import functools
-import importlib
 import json
 import logging
 import random
@@ -59,7 +58,6 @@ from engine.llm.base import (
     ascii_chars,
     default_abilities,
 )
-from engine.llm.netbackend import AsyncioHTTPTransport
 from engine.loops import PerLoop
 from engine.messages import ChatMessage, ToolCall, Usage
 
@@ -297,7 +295,7 @@ class OpenAICompatibleLLM:
             headers = {"Content-Type": "application/json", **self._extra_headers}
             if self._api_key:
                 headers["Authorization"] = f"Bearer {self._api_key}"
-            self._client = _CookielessClient(
+            self._client = httpx.AsyncClient(
                 timeout=httpx.Timeout(self.timeout),
                 headers=headers,
                 transport=self._transport or _SharedPool(),
@@ -532,69 +530,40 @@ def _status_of(chunk: Any) -> int:
 
 
 def preload() -> None:
-    """Load what this module's first request would load, e.g. as a server starts: the TLS
-    context (its CA bundle) and anyio's asyncio backend (httpcore's locks and events
-    import it on first use), about 20 ms of CPU each here, spent by the first run
-    after a start while its user waited."""
+    """Build now what this module's first request would build, e.g. while a server starts:
+    the TLS context (loading the CA bundle takes long enough to hold up a user's first run).
+    """
     _ssl_context()
-    with contextlib.suppress(ImportError):  # a private module of anyio: only a speed-up
-        importlib.import_module("anyio._backends._asyncio")
 
 
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:
-    """One TLS context per process: building one loads the CA bundle (~30 ms of CPU),
-    and a client is built per event loop, i.e. per run in a Celery worker."""
+    """One TLS context per process: building one loads the CA bundle, and a client is built
+    per run (in a Celery worker, per event loop too)."""
     return httpx.create_ssl_context()
-
-
-class _NoCookies(httpx.Cookies):
-    """A cookie jar that keeps nothing (it stays empty, so nothing is ever sent)."""
-
-    def extract_cookies(self, response: httpx.Response) -> None:
-        """Ignored: an LLM API needs no cookies, and one run's must not reach another."""
-
-
-_NO_COOKIES = _NoCookies()
-
-
-class _CookielessClient(httpx.AsyncClient):
-    """An ``AsyncClient`` without the cookie jar.
-
-    httpx extracts cookies from every response through urllib's cookie machinery
-    (request and response adapters, URL parsing): profiled in a run, about a quarter of
-    httpx's own CPU per request, for cookies no LLM API uses.
-    """
-
-    @property
-    def cookies(self) -> httpx.Cookies:
-        return _NO_COOKIES
-
-    @cookies.setter
-    def cookies(self, cookies: Any) -> None:
-        raise TypeError("this client keeps no cookies")
 
 
 # Every streaming run holds a connection for its whole answer: no cap on open connections
 # (a worker's --concurrency bounds them); keep some idle ones for the next runs.
 POOL_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=64)
 _pools: PerLoop[httpx.AsyncHTTPTransport] = PerLoop(
-    lambda: AsyncioHTTPTransport(ssl_context=_ssl_context(), limits=POOL_LIMITS)
+    lambda: httpx.AsyncHTTPTransport(verify=_ssl_context(), limits=POOL_LIMITS)
 )
 
 
 class _SharedPool(httpx.AsyncBaseTransport):
     """The running loop's one connection pool, shared by every client of this module.
 
-    A client is built per run (a run builds its LLM), so a pool per client meant a new TCP
-    and TLS connection to the provider for every run. Closing a client leaves the pool open.
+    A client is built per run (a run builds its LLM); a pool per client would open a new
+    TCP and TLS connection to the provider for every run. Closing a client leaves the
+    pool open.
     """
 
     def __init__(self) -> None:
-        self._pool = _pools.get()
+        self._shared = _pools.get()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return await self._pool.handle_async_request(request)
+        return await self._shared.handle_async_request(request)
 
     async def aclose(self) -> None:
         """The pool outlives this client (it goes with its event loop)."""
@@ -627,9 +596,9 @@ async def _iter_sse(response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
     """(field, data) per SSE event; ``field`` is "data", or "error" (llama.cpp).
 
     Splits the (decoded) bytes into lines itself: ``aiter_lines`` stacks a text decoder
-    and a line decoder generator on every chunk, a large share of a token's CPU. Lines
-    end at CRLF, CR or LF; a CR at a chunk's end waits for the next chunk (it may be half
-    of a CRLF). Splitting at ASCII line ends never cuts a UTF-8 character.
+    and a line decoder generator on every chunk, costly next to the little work a token
+    needs. Lines end at CRLF, CR or LF; a CR at a chunk's end waits for the next chunk (it
+    may be half of a CRLF). Splitting at ASCII line ends never cuts a UTF-8 character.
     """
     events = _SSEEvents()
     buffer = b""

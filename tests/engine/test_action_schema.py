@@ -8,7 +8,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from engine.agent import ACTION_REASONING_MAX_CHARS, ReActAgent, _action_schema
+from engine.actions import ACTION_REASONING_MAX_CHARS, action_schema
+from engine.agent import ReActAgent
 from engine.llm.scripted import ScriptedLLM
 from engine.tools import ToolRegistry, tool
 
@@ -39,14 +40,14 @@ def final(answer: str) -> str:
 
 
 def test_flat_properties_keep_the_tool_enum():
-    schema = _action_schema(TOOLS)
+    schema = action_schema(TOOLS)
     assert schema["type"] == "object"
     assert schema["properties"]["tool_name"]["enum"] == ["get_weather", "calculator"]
     assert schema["properties"]["type"]["enum"] == ["tool_call", "final_answer"]
 
 
 def test_one_variant_per_tool_with_its_parameters_plus_the_final_answer():
-    variants = _action_schema(TOOLS)["anyOf"]
+    variants = action_schema(TOOLS)["anyOf"]
     weather, calc, answer = variants
     assert weather["properties"]["tool_name"] == {"const": "get_weather"}
     assert weather["properties"]["tool_args"] == get_weather.parameters
@@ -78,12 +79,12 @@ def test_one_variant_per_tool_with_its_parameters_plus_the_final_answer():
     ],
 )
 def test_schema_accepts_exactly_the_two_reply_shapes(action: dict[str, Any], valid: bool):
-    validator = jsonschema.Draft202012Validator(_action_schema(TOOLS))
+    validator = jsonschema.Draft202012Validator(action_schema(TOOLS))
     assert validator.is_valid(action) is valid
 
 
 def test_names_only_leave_arguments_unconstrained():
-    schema = _action_schema(["a", "b"])
+    schema = action_schema(["a", "b"])
     assert [v["properties"].get("tool_args") for v in schema["anyOf"]] == [
         {"type": "object"},
         {"type": "object"},
@@ -92,7 +93,7 @@ def test_names_only_leave_arguments_unconstrained():
 
 
 def test_no_tools_means_only_a_final_answer():
-    schema = _action_schema(ToolRegistry())
+    schema = action_schema(ToolRegistry())
     assert schema["properties"]["type"]["enum"] == ["final_answer"]
     assert len(schema["anyOf"]) == 1
 
@@ -110,7 +111,7 @@ async def test_a_repeated_call_removes_that_tool_from_the_next_turns_schema():
 
     assert result.stop_reason == "answer" and len(result.steps) == 2
     first, second, third = (c["response_format"]["schema"] for c in llm.calls)
-    assert first == second == _action_schema(TOOLS)
+    assert first == second == action_schema(TOOLS)
     assert third["properties"]["tool_name"]["enum"] == ["calculator"]
     assert [v["properties"].get("tool_name") for v in third["anyOf"]] == [
         {"const": "calculator"},

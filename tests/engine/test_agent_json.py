@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from engine import prompts
+from engine.actions import parse_action
 from engine.agent import ReActAgent
 from engine.events import ThinkingDone
 from engine.llm.scripted import ScriptedLLM
@@ -154,7 +155,7 @@ async def test_classic_text_form_is_accepted() -> None:
     ],
 )
 def test_parse_action_final_forms(text: str, kind: str, answer: str) -> None:
-    action = json_agent(ScriptedLLM())._parse_action(text)
+    action = parse_action(text, registry())
     assert (action.kind, action.answer) == (kind, answer)
 
 
@@ -183,12 +184,12 @@ def test_parse_action_final_forms(text: str, kind: str, answer: str) -> None:
     ],
 )
 def test_parse_action_tool_forms(text: str, name: str, args: dict[str, Any]) -> None:
-    action = json_agent(ScriptedLLM())._parse_action(text)
+    action = parse_action(text, registry())
     assert (action.kind, action.tool_name, action.tool_args) == ("tool_call", name, args)
 
 
 def test_parse_action_unparseable_carries_the_sentinel() -> None:
-    action = json_agent(ScriptedLLM())._parse_action("I think the answer is 4.")
+    action = parse_action("I think the answer is 4.", registry())
     assert action.kind == "final_answer"
     assert action.reasoning == "(could not parse LLM output as JSON)"
     assert action.answer == "I think the answer is 4."

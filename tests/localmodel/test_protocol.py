@@ -22,7 +22,7 @@ from engine import (
     OpenAICompatibleLLM,
     ToolCall,
 )
-from engine.agent import ACTION_FORMAT_NAME, _action_schema
+from engine.actions import ACTION_FORMAT_NAME, action_schema
 from engine.prompts import json_system_prompt
 from engine.structured import json_response_format
 from llms.local_server import ServerInfo
@@ -123,7 +123,7 @@ async def test_json_mode_returns_valid_json(llm: OpenAICompatibleLLM):
 async def test_schema_constrained_actions(llm: OpenAICompatibleLLM, question: str):
     """JSON mode with the action schema: every reply is a schema-valid action."""
     tools = ["get_weather", "calculator"]
-    schema = _action_schema(tools)
+    schema = action_schema(tools)
     response_format = json_response_format(llm.abilities, ACTION_FORMAT_NAME, schema)
     assert response_format == {"type": "json_object", "schema": schema}
     assert schema["properties"]["tool_name"]["enum"] == tools
