@@ -7,7 +7,7 @@ PIP := $(PY) -m pip
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint install local-model system-deps migrate clean
+.PHONY: run test test-fast lint install local-model system-deps migrate clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,11 @@ lint: install
 
 test: install system-deps local-model lint
 	$(VENV)/bin/pytest
+
+## The inner loop: no browser, no real servers (Redis, PostgreSQL, daphne, Celery), no
+## llama.cpp build.
+test-fast: install lint
+	$(VENV)/bin/pytest -n auto -m "not e2e and not localmodel and not integration"
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .ruff_cache

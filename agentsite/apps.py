@@ -4,17 +4,10 @@ from django.apps import AppConfig
 
 
 class AgentsiteConfig(AppConfig):
-    """Project-level hooks: system checks, the configuration and user caches' invalidation."""
+    """The project package as an app: its system checks and management commands."""
 
     name = "agentsite"
     verbose_name = "agentsite"
 
     def ready(self) -> None:
-        from agentsite import (
-            auth,
-            checks,  # noqa: F401  (registers the checks)
-            configcache,
-        )
-
-        configcache.connect_signals()
-        auth.connect_signals()
+        from agentsite import checks  # noqa: F401  (registers the checks)

@@ -1,33 +1,31 @@
-"""ASGI entry point: HTTP through Django (:mod:`agentsite.http`), websockets through the
-session of their cookie (:mod:`agentsite.wsauth`)."""
+"""ASGI entry point: HTTP through Django, websockets through channels' auth stack."""
 
 from __future__ import annotations
 
 import os
 
-import django
+from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 
-# Initialise Django (app registry) before importing anything that touches models.
-django.setup(set_prefix=False)
+# Set up Django (the app registry) before importing anything that touches models.
+django_application = get_asgi_application()
 
+from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from agentsite import serverloop  # noqa: E402
-from agentsite.http import DjangoHTTPApp  # noqa: E402
 from agentsite.runtime import tune_for_streaming, tune_garbage_collection, warm_up  # noqa: E402
-from agentsite.wsauth import websocket_auth_stack  # noqa: E402
 from conversations.routing import websocket_urlpatterns  # noqa: E402
+from conversations.runs import loops  # noqa: E402
 
 tune_for_streaming()
 
 router = ProtocolTypeRouter(
     {
-        "http": DjangoHTTPApp(),
+        "http": django_application,
         "websocket": AllowedHostsOriginValidator(
-            websocket_auth_stack(URLRouter(websocket_urlpatterns))
+            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),
     }
 )
@@ -36,7 +34,7 @@ tune_garbage_collection()  # last: the app is built
 
 
 async def application(scope, receive, send):
-    """Bind this server's loop (embedded runs, sync callers of the channel layer), route."""
+    """Remember the server's loop (embedded runs execute on it), then route."""
     if scope["type"] != "lifespan":
-        serverloop.bind()
+        loops.bind_server_loop()
     await router(scope, receive, send)

@@ -1,7 +1,7 @@
 """Celery application for team mode (``REDIS_URL`` set).
 
 Without Redis the broker is in-memory and tasks run eagerly; the chat itself then runs on
-the ASGI server's event loop instead (see conversations.launcher).
+the ASGI server's event loop instead (see conversations.runs.launcher).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The event loop the streaming processes run on, chosen by ``AGENTSITE_EVENT_LOOP``.
 
-``uvloop`` (the default): the loop's scheduling, selector and transports are C. Counted
-with callgrind in daphne (embedded mode), a streamed token cost 358 k instructions on it
-against 452 k on asyncio's own loop (-21%), a first-token exchange 42.7 M against 45.2 M.
-``asyncio`` keeps the standard library's loop (platforms without uvloop, debugging).
+``uvloop`` (the default): the loop's scheduling, selector and transports are C, so each
+streamed token costs the server less (docs/performance.md). ``asyncio`` keeps the
+standard library's loop (platforms without uvloop, debugging).
 """
 
 from __future__ import annotations

@@ -22,15 +22,13 @@ def tune_for_streaming() -> None:
         sys.setswitchinterval(interval_ms / 1000)
 
 
-# Young-generation collections once per this many new container objects (CPython: 700).
-# A worker streaming 100 answers ran 459 young and 41 middle collections in 20 s, 0.7 s of
-# GC in all; at 10,000 it ran 15 and 1, 0.13 s: most objects die before a collection
-# sees them, instead of being promoted to be walked again by the older ones.
+# Young-generation collections once per this many new container objects (CPython: 700):
+# most of a streaming process's objects die before a collection sees them, instead of
+# being promoted to be walked again by the older generations.
 YOUNG_COLLECTION_THRESHOLD = 10_000
 
 
-# Compiled at start instead of by the first page or run that renders them (the first run
-# after a start rendered its frames from templates compiled on the spot).
+# Compiled at start instead of by the first page or run that renders them.
 WARM_TEMPLATES = (
     "conversations/partials.html",
     "conversations/detail.html",
@@ -40,8 +38,8 @@ WARM_TEMPLATES = (
 
 def warm_up() -> None:
     """Import and build now what the first requests and runs would otherwise load while a
-    user waits: every view module, the chat templates, the LLM client's TLS context and
-    its async backend. Before :func:`tune_garbage_collection`, so all of it is frozen."""
+    user waits: every view module, the chat templates and the LLM client's TLS context.
+    Before :func:`tune_garbage_collection`, so all of it is frozen."""
     from django.template.loader import get_template
 
     from engine.llm.openai import preload
@@ -56,11 +54,11 @@ def tune_garbage_collection() -> None:
     """Leave everything the process allocated while starting out of later collections.
 
     A full garbage collection walks every tracked object, and a process with Django, the
-    app (and Celery) loaded holds hundreds of thousands that live as long as it does: in a
-    worker streaming one answer a full collection took 90-95 ms, during which no frame
-    moved. ``gc.freeze()`` moves them to the permanent generation; what is left to walk is
-    what the process allocated since. Collected first, so no start-up garbage is kept.
-    Young collections then run less often (see ``YOUNG_COLLECTION_THRESHOLD``).
+    app (and Celery) loaded holds hundreds of thousands that live as long as it does:
+    while it walks them, no frame moves. ``gc.freeze()`` moves them to the permanent
+    generation; what is left to walk is what the process allocated since. Collected
+    first, so no start-up garbage is kept. Young collections then run less often (see
+    ``YOUNG_COLLECTION_THRESHOLD``).
     """
     gc.collect()
     gc.freeze()

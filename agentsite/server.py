@@ -1,23 +1,19 @@
-"""``agentsite-server``: daphne on the configured event loop (:mod:`agentsite.eventloop`).
+"""``agentsite-server``: daphne on the event loop chosen by ``AGENTSITE_EVENT_LOOP``.
 
-Daphne builds its Twisted reactor on a loop created when ``daphne.server`` is imported,
-before the ASGI application is loaded, so the loop is chosen here, first; its TCP
-connections send without a reactor turn (:mod:`agentsite.writethrough`), its requests
-leave form bodies unparsed (:mod:`agentsite.rawbody`) and its websocket frames go out
-without autobahn's debug-log formatting (:mod:`agentsite.wsprotocol`). The arguments
-are daphne's own: ``agentsite-server -b 0.0.0.0 -p 8000 agentsite.asgi:application``.
+Daphne creates its event loop when ``daphne.server`` is first imported, so the loop
+policy is set here before daphne's command line runs. Everything else is daphne as
+shipped: ``daphne agentsite.asgi:application`` serves the same app on asyncio's loop.
+The arguments are daphne's own: ``agentsite-server -b 0.0.0.0 -p 8000
+agentsite.asgi:application``.
 """
 
 from __future__ import annotations
 
-from agentsite import eventloop, rawbody, writethrough, wsprotocol
+from agentsite import eventloop
 
 
 def main() -> None:
     eventloop.install()
-    writethrough.install()
-    rawbody.install()
-    wsprotocol.install()
     from daphne.cli import CommandLineInterface
 
     CommandLineInterface.entrypoint()

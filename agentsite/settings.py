@@ -89,23 +89,16 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
             "timeout": 20,
         }
     )
-    # Keep connections between run steps: reopening costs more CPU than most of the
-    # short ORM calls a run makes (connect, PRAGMAs, Django's SQL functions).
-    DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # A process-wide pool, not persistent connections: the HTTP threads, the run threads
-    # and channels' own sync threads (websocket connects) share a bounded, health-checked
-    # set, instead of one connection (a PostgreSQL server process) held per thread.
+    # Under ASGI, Django's documented choice: its connection pool instead of persistent
+    # connections (requests run in short-lived threads).
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 2,
         "max_size": env.int("DB_POOL_SIZE", default=28),
         "timeout": 30,
     }
-    DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps them
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True  # checked when taken from the pool
-else:
-    DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True  # checked before reuse
+DATABASES["default"]["CONN_MAX_AGE"] = 0  # ASGI: no persistent connections (Django's docs)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -115,38 +108,32 @@ AGENTSITE_EXECUTION = env.str("AGENTSITE_EXECUTION", default="celery" if REDIS_U
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "agentsite.channel_layer.RedisPubSubLayer",
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
             "CONFIG": {"hosts": [REDIS_URL]},
         }
     }
     CACHES = {
         "default": {
-            "BACKEND": "agentsite.cache.RedisCache",
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
+            # One pool per process, not one per request (agentsite/cache.py).
             "OPTIONS": {"pool_class": "agentsite.cache.SharedConnectionPool"},
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "agentsite.channel_layer.LocalChannelLayer"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 CELERY_BROKER_URL = REDIS_URL or "memory://"
-# kombu's Redis transport, publishing without a new client per message (agentsite.broker);
-# any other URL (Sentinel, the in-memory broker) keeps the transport its scheme names.
-CELERY_BROKER_TRANSPORT = (
-    "agentsite.broker:Transport"
-    if CELERY_BROKER_URL.startswith(("redis://", "rediss://"))
-    else None
-)
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # No acknowledgement emulation on Redis: it writes every delivered task to an "unacked"
-# hash and index and removes it again on the ack (two MULTI round trips and ~1 ms of
-# worker CPU per run), only to redeliver tasks of a crashed worker after the visibility
-# timeout (an hour), by which time the stale-run sweep has failed the run anyway. Tasks a
-# worker reserved but had not started still go back to the queue on a warm shutdown.
+# hash and index and removes it again on the ack (two MULTI round trips per run), only to
+# redeliver tasks of a crashed worker after the visibility timeout (an hour), by which
+# time the stale-run sweep has failed the run anyway. Tasks a worker reserved but had not
+# started still go back to the queue on a warm shutdown.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"ack_emulation": False}
 # Team mode: `celery -A agentsite beat` marks runs whose worker died as failed.
 CELERY_BEAT_SCHEDULE = {
@@ -155,16 +142,9 @@ CELERY_BEAT_SCHEDULE = {
 AGENTSITE_RUN_STALE_SECONDS = env.int("AGENTSITE_RUN_STALE_SECONDS", default=90)
 AGENTSITE_MESSAGE_MAX_CHARS = env.int("AGENTSITE_MESSAGE_MAX_CHARS", default=100_000)
 AGENTSITE_API_RATE_LIMIT = env.int("AGENTSITE_API_RATE_LIMIT", default=120)  # per minute
-AGENTSITE_DB_THREADS = env.int("AGENTSITE_DB_THREADS", default=16)  # ORM threads per process
-# Runs of one process setting up (claim, load) or closing (save the answer) at once: the
-# rest queue, so a burst of starts or ends leaves the process's loop free to stream.
-# Each start waits for three database round trips: raise it when the database is far.
-AGENTSITE_RUN_SETUP_CONCURRENCY = env.int("AGENTSITE_RUN_SETUP_CONCURRENCY", default=2)
-# Threads serving sync views under daphne (agentsite.http); each keeps its DB connection.
-AGENTSITE_HTTP_THREADS = env.int("AGENTSITE_HTTP_THREADS", default=8)
-# A running run's process is woken when a follow-up or Stop is saved; it also checks this
-# often in case a wake-up was lost (e.g. a Redis reconnect).
-AGENTSITE_RUN_POLL_SECONDS = env.float("AGENTSITE_RUN_POLL_SECONDS", default=2.0)
+# A running run writes its heartbeat this often, and re-checks for a Stop or follow-up
+# whose wake-up message was lost (e.g. during a Redis reconnect).
+AGENTSITE_RUN_HEARTBEAT_SECONDS = env.float("AGENTSITE_RUN_HEARTBEAT_SECONDS", default=5.0)
 # GIL switch interval of the streaming processes (CPython's default is 5 ms; 0 keeps it).
 AGENTSITE_GIL_SWITCH_MS = env.float("AGENTSITE_GIL_SWITCH_MS", default=1.0)
 AGENTSITE_SSE_HEARTBEAT = env.float("AGENTSITE_SSE_HEARTBEAT", default=15.0)  # seconds
@@ -176,8 +156,6 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "login"
-# ModelBackend with each request's user read through the cache (agentsite/auth.py).
-AUTHENTICATION_BACKENDS = ["agentsite.auth.CachedUserBackend"]
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"
 

@@ -73,9 +73,9 @@ TARGETS = {
     "ttft_1": 15.0,  # ms, first-token overhead alone
     "ttft_20": 100.0,  # ms, with 20 concurrent conversations (p50)
     "cpu_run": 20.0,  # ms CPU per run
-    "cpu_frame": 0.1,  # ms CPU per frame
+    "cpu_frame": None,  # reported; the 0.1 ms target was withdrawn (below a Python server)
     "p99_200": 100.0,  # ms, 200 concurrent runs
-    "writes_per_s": 2.5,  # DB writes per second of answer ("about 2 a second")
+    "writes_per_s": None,  # reported: every frame is logged before it is sent
 }
 
 
@@ -632,7 +632,7 @@ def print_results(results: list[Result], args: argparse.Namespace) -> None:
         print(f"  {r.label:38} {parts}; wall {r.wall:.1f} s")
 
 
-def verdicts(results: list[Result]) -> list[tuple[str, str, float, float]]:
+def verdicts(results: list[Result]) -> list[tuple[str, str, float, float | None]]:
     """(mode, target, measured, limit) for every target the runs measured.
 
     CPU per run comes from the first-token runs (2-token answers); CPU per frame is the
@@ -686,16 +686,19 @@ FLOOR_FIGURES = {
 
 
 def print_verdicts(
-    rows: list[tuple[str, str, float, float]], floors: dict[str, relay_floor.Floor]
+    rows: list[tuple[str, str, float, float | None]], floors: dict[str, relay_floor.Floor]
 ) -> None:
     """Each target, and for the one-run p50 and CPU per frame the same figure for the
     least a Python relay can do on this machine now (:mod:`relay_floor`)."""
     print()
-    print("Targets (issue 5)" + ("; floor = a minimal relay of the same shape" if floors else ""))
+    print("Figures and targets" + ("; floor = a minimal relay of the same shape" if floors else ""))
     for mode, name, measured, limit in rows:
-        verdict = "ok" if measured < limit else "MISSED"
         floor, figure = floors.get(mode), FLOOR_FIGURES.get(name)
         beside = f"  (floor {figure(floor):.3f})" if floor and figure else ""
+        if limit is None:
+            print(f"  {mode:9} {name:38} {measured:9.3f}  (no target){beside}")
+            continue
+        verdict = "ok" if measured < limit else "MISSED"
         print(f"  {mode:9} {name:38} {measured:9.3f}  < {limit:<7g} {verdict}{beside}")
 
 

@@ -22,9 +22,8 @@ class Conversation(models.Model):
         related_name="conversations",
     )
     archived = models.BooleanField(default=False)
-    # Counters used to hand out per-conversation sequence numbers under a row lock.
+    # Hands out per-conversation message numbers under the row's lock (conversations.numbering).
     last_message_seq = models.PositiveIntegerField(default=0)
-    last_event_seq = models.PositiveBigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -2,44 +2,50 @@
 
 from __future__ import annotations
 
-from django.db.models import Q, QuerySet
-from django.http import Http404
+from typing import Any
+
+from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404
 
-from conversations import rows
-from conversations.models import Conversation
+from conversations.models import Conversation, Message, Run, RunEvent
+from conversations.numbering import last_event_seq
+
+Entry = tuple[int, int, str, dict[str, Any]]  # (seq, run_id, channel, payload)
 
 
 def conversation_list(*, user, search: str = "", archived: bool = False) -> QuerySet:
-    """The user's conversations, newest first, optionally filtered by title or content."""
+    """The user's conversations, newest first, optionally filtered by title or content;
+    each with ``last_event_seq``, its highest event number."""
     qs = Conversation.objects.filter(owner=user, archived=archived)
     if search:
         qs = qs.filter(Q(title__icontains=search) | Q(messages__content__icontains=search))
         qs = qs.distinct()
+    newest_event = RunEvent.objects.filter(conversation=OuterRef("pk")).order_by("-seq")
+    qs = qs.annotate(last_event_seq=Coalesce(Subquery(newest_event.values("seq")[:1]), 0))
     return qs.order_by("-updated_at", "-id")
 
 
 def conversation_get(*, user, conversation_id: int) -> Conversation:
-    """The conversation if ``user`` owns it; 404 otherwise (never reveal others' ids).
+    """The conversation if ``user`` owns it; 404 otherwise (never reveal others' ids)."""
+    return get_object_or_404(Conversation, pk=conversation_id, owner=user)
 
-    Every request about a conversation starts here (a message POST among them): a plain
-    read (:func:`conversations.rows.get`) instead of the ORM's ``get()``, half the CPU.
-    """
-    conversation = rows.get(Conversation, conversation_id, owner_id=user.pk)
-    if conversation is None:
-        raise Http404("No conversation matches the given query.")
-    return conversation
+
+def events_after(
+    conversation_id: int, after_seq: int = 0, *, run_id: int | None = None
+) -> list[Entry]:
+    """The logged events numbered after ``after_seq``, in order."""
+    rows = RunEvent.objects.filter(conversation_id=conversation_id, seq__gt=after_seq)
+    if run_id is not None:
+        rows = rows.filter(run_id=run_id)
+    return list(rows.order_by("seq").values_list("seq", "run_id", "channel", "payload"))
 
 
 def message_get(*, user, message_id: int):
-    from conversations.models import Message
-
     return get_object_or_404(Message, pk=message_id, conversation__owner=user)
 
 
 def run_get(*, user, run_id: int):
-    from conversations.models import Run
-
     return get_object_or_404(Run, pk=run_id, conversation__owner=user)
 
 
@@ -47,28 +53,21 @@ def conversation_timeline(*, conversation: Conversation) -> dict:
     """Everything the chat page shows, in order, with each run's rendered state.
 
     Finished runs replay only their non-answer events (the answer is the saved message);
-    an active run also replays its answer deltas and the unflushed tail.
+    an active run also replays its answer deltas.
     """
-    from conversations import eventlog
-    from conversations.models import Message, Run, RunEvent
-    from conversations.publisher import run_inject_ids
     from conversations.rendering import build_run_view
+    from conversations.runs.publisher import run_inject_ids
 
+    # The page shows the log up to here; its websocket catches up from here.
+    last_seq = last_event_seq(conversation.pk)
     messages = list(conversation.messages.order_by("seq"))
     runs = list(conversation.runs.order_by("created_at", "id"))
     events_by_run: dict[int, list] = {run.pk: [] for run in runs}
     active_ids = {run.pk for run in runs if run.is_active}
-    rows = RunEvent.objects.filter(conversation=conversation).order_by("seq")
+    rows = RunEvent.objects.filter(conversation=conversation, seq__lte=last_seq).order_by("seq")
     rows = rows.filter(Q(run_id__in=active_ids) | ~Q(channel="answer"))
     for seq, run_id, channel, payload in rows.values_list("seq", "run_id", "channel", "payload"):
         events_by_run.setdefault(run_id, []).append((seq, channel, payload))
-    last_seq = conversation.last_event_seq
-    if active_ids:
-        seen = {seq for evs in events_by_run.values() for seq, _, _ in evs}
-        for seq, run_id, channel, payload in eventlog.tail_get(conversation.pk):
-            if seq not in seen and run_id in events_by_run:
-                events_by_run[run_id].append((seq, channel, payload))
-            last_seq = max(last_seq, seq)
     answers = {m.run_id: m for m in messages if m.role == Message.Role.ASSISTANT and m.run_id}
     items: list[dict] = []
     run_by_trigger = {run.trigger_message_id: run for run in runs}
@@ -131,51 +130,31 @@ class _PendingInject:
 def socket_catch_up(
     *, user_id: int | None, conversation_id: int, after_seq: int
 ) -> tuple[list[str], int] | None:
-    """A websocket's connect in one database call: None unless ``user_id`` owns the
-    conversation, else :func:`catch_up_frames`.
-
-    Usually nothing happened since the page was rendered: one tail read and one query
-    (ownership and the conversation's high-water mark of written events) tell. The tail is
-    read first: an event not in it then was either written already (the mark counts it)
-    or appended later, and sent after the socket joined the group (the caller joins first).
-    """
-    from conversations import eventlog
-    from conversations.models import Conversation
-
-    if not user_id:
+    """A websocket's connect: None unless ``user_id`` owns the conversation, else
+    :func:`catch_up_frames`."""
+    if (
+        not user_id
+        or not Conversation.objects.filter(pk=conversation_id, owner_id=user_id).exists()
+    ):
         return None
-    unwritten = eventlog.tail_get(conversation_id)
-    written_through = (
-        Conversation.objects.filter(pk=conversation_id, owner_id=user_id)
-        .values_list("last_event_seq", flat=True)
-        .first()
-    )
-    if written_through is None:
-        return None
-    if written_through <= after_seq and all(entry[0] <= after_seq for entry in unwritten):
-        return [], after_seq
     return catch_up_frames(conversation_id=conversation_id, after_seq=after_seq)
 
 
 def catch_up_frames(*, conversation_id: int, after_seq: int) -> tuple[list[str], int]:
     """Frames re-rendering every run with events after ``after_seq``; and the seq reached."""
-    from conversations import eventlog
-    from conversations.models import Run
-    from conversations.publisher import run_inject_ids
     from conversations.rendering import build_run_view, render_run_block
+    from conversations.runs.publisher import run_inject_ids
 
-    newer = eventlog.events_after(conversation_id, after_seq)
+    newer = events_after(conversation_id, after_seq)
     if not newer:
         return [], after_seq
     last_seq = newer[-1][0]
     frames = []
     for run_id in dict.fromkeys(entry[1] for entry in newer):
         run = Run.objects.get(pk=run_id)
-        events = [
-            (s, c, p) for s, _r, c, p in eventlog.events_after(conversation_id, 0, run_id=run_id)
-        ]
+        events = [(s, c, p) for s, _r, c, p in events_after(conversation_id, 0, run_id=run_id)]
         view = build_run_view(run_id, events, run_inject_ids(run_id))
-        answer = run.messages.filter(role="assistant").order_by("-seq").first()
+        answer = run.messages.filter(role=Message.Role.ASSISTANT).order_by("-seq").first()
         if answer is not None:
             view.answer_text = answer.content
             view.assistant_message = answer

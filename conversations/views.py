@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 from agentsite.errors import ApplicationError
 from conversations import selectors, services
 from conversations.rendering import RunView, StepItem, render_run_block
+from conversations.runs import lifecycle
 
 PARTIALS = "conversations/partials.html"
 
@@ -43,7 +44,7 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
     from llms.selectors import models_for_user
 
     conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
-    services.run_sweep_stale(conversation=conversation)
+    lifecycle.run_sweep_stale(conversation=conversation)
     timeline = selectors.conversation_timeline(conversation=conversation)
     return render(
         request,

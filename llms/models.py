@@ -17,7 +17,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-from agentsite.crypto import EncryptedTextField
+from llms.crypto import EncryptedTextField
 from llms.providers import kind_choices
 
 __all__ = [

@@ -76,16 +76,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 @pytest.fixture(autouse=True)
 def _fresh_cache():
-    """Rate-limit counters (cache), event tails and cached run configuration (memory) must
-    not leak between tests: ids repeat."""
-    from agentsite.configcache import config_cache
-    from conversations import eventlog
-
-    for reset in (cache.clear, eventlog.tail_reset, config_cache.clear):
-        reset()
+    """Rate-limit counters and cached sessions must not leak between tests: ids repeat."""
+    cache.clear()
     yield
-    for reset in (cache.clear, eventlog.tail_reset, config_cache.clear):
-        reset()
+    cache.clear()
 
 
 PROVIDER_KEY = "sk-provider-secret-key-do-not-leak-1234"

@@ -4,9 +4,8 @@ markdown-it-py renders (raw HTML in the source is escaped, not passed through), 
 highlights fenced code, and nh3 (ammonia) sanitises the result as a second line of
 defence, so nothing a model or tool writes can run script in the page.
 
-Rendering is the largest cost of a chat page: a reload re-renders every answer of the
-conversation (about 5 ms for a 1 KB answer with three highlighted code blocks on the
-2-core test machine), so each process keeps recently rendered answers (``CACHE_CHARACTERS``).
+Rendering is the largest cost of a chat page, and a reload re-renders every answer of
+the conversation, so each process keeps recently rendered answers (``CACHE_CHARACTERS``).
 """
 
 from __future__ import annotations

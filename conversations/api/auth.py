@@ -23,8 +23,8 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 
 from agentsite.errors import ApplicationError
-from conversations import ratelimit
-from conversations.tokens import token_verify
+from conversations.api import ratelimit
+from conversations.api.tokens import token_verify
 
 __all__ = ["api_view", "json_error"]
 

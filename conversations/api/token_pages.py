@@ -8,7 +8,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from agentsite.errors import ApplicationError
-from conversations import tokens
+from conversations.api import tokens
 
 TEMPLATE = "conversations/tokens.html"
 

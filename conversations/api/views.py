@@ -1,34 +1,26 @@
-"""The JSON API and the Server-Sent Events stream (DESIGN.md sections 3 and 4).
+"""The JSON API (DESIGN.md section 3); the event stream is in :mod:`conversations.api.sse`.
 
-Views are thin: :func:`conversations.apiauth.api_view` authenticates, rate limits and
+Views are thin: :func:`conversations.api.auth.api_view` authenticates, rate limits and
 turns ``ApplicationError``/``Http404`` into JSON; the work is done by the same services
 and selectors as the HTMX views, so the API and the browser cannot drift apart.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
-from channels.layers import get_channel_layer
-from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import transaction
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 
 from agentsite.errors import ApplicationError
-from conversations import eventlog, selectors, services
-from conversations import models as conversation_models
-from conversations.apiauth import api_view, json_error
-from conversations.asyncdb import db
-from conversations.models import Conversation, Message, Run, RunEvent
-from conversations.publisher import conversation_group
+from conversations import selectors, services
+from conversations.api.auth import api_view, json_error
+from conversations.models import CompactionSummary, Conversation, Message, Run
+from conversations.numbering import last_event_seq
 
-HEARTBEAT_SECONDS = 15.0
-TERMINAL_CHANNELS = frozenset({"done", "error"})
 LIST_LIMIT_DEFAULT = 100
 LIST_LIMIT_MAX = 500
 # JSON may spell one character as a 12-byte surrogate-pair escape: never refuse a body
@@ -36,10 +28,6 @@ LIST_LIMIT_MAX = 500
 # anything larger.
 BODY_BYTES_PER_CHAR = 12
 BODY_OVERHEAD_BYTES = 64 * 1024
-
-
-def heartbeat_interval() -> float:
-    return float(getattr(settings, "AGENTSITE_SSE_HEARTBEAT", HEARTBEAT_SECONDS))
 
 
 def body_max_bytes() -> int:
@@ -117,7 +105,7 @@ def _model_for(user, model_id: Any):
 # -------------------------------------------------------------------------- output
 
 
-def conversation_summary(conversation: Conversation) -> dict[str, Any]:
+def conversation_summary(conversation: Conversation, *, last_seq: int) -> dict[str, Any]:
     model = conversation.model
     return {
         "id": conversation.pk,
@@ -126,7 +114,7 @@ def conversation_summary(conversation: Conversation) -> dict[str, Any]:
         "archived": conversation.archived,
         "created_at": conversation.created_at,
         "updated_at": conversation.updated_at,
-        "last_event_seq": conversation.last_event_seq,
+        "last_event_seq": last_seq,
         "url": reverse("api_conversation", args=[conversation.pk]),
         "events_url": reverse("api_conversation_events", args=[conversation.pk]),
     }
@@ -180,18 +168,13 @@ def _row_out(row) -> dict[str, Any]:
 
 
 def conversation_detail_out(conversation: Conversation) -> dict[str, Any]:
-    out = conversation_summary(conversation)
+    out = conversation_summary(conversation, last_seq=last_event_seq(conversation.pk))
     out["messages"] = [message_out(m) for m in conversation.messages.order_by("seq")]
     runs = list(conversation.runs.order_by("created_at", "id"))
     out["runs"] = [run_out(run) for run in runs]
     out["active_run_id"] = next((r.pk for r in reversed(runs) if r.is_active), None)
-    # CompactionSummary arrives with context management (issue 6); until then: none.
-    summary_model = getattr(conversation_models, "CompactionSummary", None)
-    if summary_model is not None:
-        rows = summary_model.objects.filter(conversation=conversation).order_by("pk")
-        out["compaction_summaries"] = [_row_out(row) for row in rows]
-    else:
-        out["compaction_summaries"] = []
+    summaries = CompactionSummary.objects.filter(conversation=conversation).order_by("pk")
+    out["compaction_summaries"] = [_row_out(row) for row in summaries]
     return out
 
 
@@ -236,7 +219,7 @@ def conversation_list_create(request: HttpRequest) -> HttpResponse:
             "count": qs.count(),
             "offset": offset,
             "limit": limit,
-            "conversations": [conversation_summary(c) for c in page],
+            "conversations": [conversation_summary(c, last_seq=c.last_event_seq) for c in page],
         }
     )
 
@@ -344,7 +327,7 @@ def tool_list(request: HttpRequest) -> HttpResponse:
 
 def schema(request: HttpRequest) -> HttpResponse:
     """The OpenAPI document; public, like any API description."""
-    from conversations.openapi import openapi_document
+    from conversations.api.schema import openapi_document
 
     return JsonResponse(openapi_document(), json_dumps_params={"indent": 2})
 
@@ -359,149 +342,3 @@ def not_found(request: HttpRequest, path: str = "") -> HttpResponse:
 
 not_found.login_required = False  # type: ignore[attr-defined]
 not_found.csrf_exempt = True  # type: ignore[attr-defined]
-
-
-# ---------------------------------------------------------------------------- SSE
-
-
-def _start_after(request: HttpRequest) -> int | None:
-    """The sequence number to resume after: Last-Event-ID, else ?after=N, else None."""
-    for name, raw in (
-        ("Last-Event-ID", request.headers.get("Last-Event-ID")),
-        ("after", request.GET.get("after")),
-    ):
-        if raw is None or raw.strip() == "":
-            continue
-        try:
-            value = int(raw.strip())
-        except ValueError:
-            value = -1
-        if value < 0:
-            raise ApplicationError(
-                f"{name} must be a non-negative event id.",
-                extra={name: ["Must be an integer >= 0."]},
-            )
-        return value
-    return None
-
-
-def default_start(conversation_id: int) -> int:
-    """Where a stream without Last-Event-ID starts: just before the latest run's first event.
-
-    A run without events yet (queued a moment ago by the client now opening the stream)
-    is the latest run too: the stream then starts after everything so far. The
-    high-water mark is read *before* looking for the run's events, so an event published
-    in between is never skipped.
-    """
-    tail = eventlog.tail_get(conversation_id)
-    stored = Conversation.objects.filter(pk=conversation_id).values_list(
-        "last_event_seq", flat=True
-    )
-    high = max([*stored, *(entry[0] for entry in tail), 0])
-    latest = (
-        Run.objects.filter(conversation_id=conversation_id)
-        .order_by("-created_at", "-id")
-        .values_list("pk", flat=True)
-        .first()
-    )
-    if latest is None:
-        return high
-    first_row = (
-        RunEvent.objects.filter(run_id=latest).order_by("seq").values_list("seq", flat=True)
-    ).first()
-    seqs = [seq for seq, run_id, _c, _p in eventlog.tail_get(conversation_id) if run_id == latest]
-    if first_row is not None:
-        seqs.append(first_row)
-    return min(seqs) - 1 if seqs else high
-
-
-def _other_run_active(conversation_id: int, run_id: int | None) -> bool:
-    """Whether a run other than ``run_id`` is queued or running (more events will come)."""
-    qs = Run.objects.filter(conversation_id=conversation_id, status__in=Run.ACTIVE_STATUSES)
-    if run_id is not None:
-        qs = qs.exclude(pk=run_id)
-    return qs.exists()
-
-
-def _more_expected(conversation_id: int, replay: list[eventlog.Entry]) -> bool:
-    """Whether a stream without ``follow`` should wait for live events after its replay."""
-    if replay and replay[-1][2] not in TERMINAL_CHANNELS:
-        return True  # joined mid-run
-    return _other_run_active(conversation_id, replay[-1][1] if replay else None)
-
-
-def sse_frame(seq: int, channel: str, payload: Any) -> bytes:
-    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-    return f"id: {seq}\nevent: {channel}\ndata: {data}\n\n".encode()
-
-
-HEARTBEAT_FRAME = b": heartbeat\n\n"
-
-
-async def event_stream(conversation_id: int, after: int, *, follow: bool) -> AsyncIterator[bytes]:
-    """Replay events after ``after`` from the log, then follow the live group.
-
-    Joins the group *before* reading the log, so an event is either in the replay or
-    arrives live (or both: live ones at or below the last sent id are dropped). If the
-    layer ever drops a frame (a full or expired channel), the gap in the ids, or the
-    next idle heartbeat tick, fills it from the log. Ends after a terminal event when no
-    other run is pending, unless ``follow``.
-    """
-    layer = get_channel_layer()
-    group = conversation_group(conversation_id)
-    channel = await layer.new_channel()
-    last = after
-    await layer.group_add(group, channel)
-    try:
-        replay = await db(eventlog.events_after)(conversation_id, after)
-        for seq, _run_id, event, payload in replay:
-            yield sse_frame(seq, event, payload)
-            last = seq
-        if not follow and not await db(_more_expected)(conversation_id, replay):
-            return
-        interval = heartbeat_interval()
-        while True:
-            try:
-                message = await asyncio.wait_for(layer.receive(channel), timeout=interval)
-            except TimeoutError:
-                entries = await db(eventlog.events_after)(conversation_id, last)
-                if not entries:
-                    yield HEARTBEAT_FRAME
-                    continue
-            else:
-                if message.get("type") != "run.event" or message["seq"] <= last:
-                    continue
-                entries = [
-                    (message["seq"], message["run_id"], message["channel"], message["payload"])
-                ]
-                if message["seq"] > last + 1:
-                    entries = await db(eventlog.events_after)(conversation_id, last)
-            for seq, run_id, event, payload in entries:
-                if seq <= last:
-                    continue
-                yield sse_frame(seq, event, payload)
-                last = seq
-                if (
-                    event in TERMINAL_CHANNELS
-                    and not follow
-                    and not await db(_other_run_active)(conversation_id, run_id)
-                ):
-                    return
-    finally:
-        await layer.group_discard(group, channel)
-
-
-@api_view("GET")
-async def conversation_events(request: HttpRequest, conversation_id: int) -> HttpResponse:
-    """``text/event-stream`` of the conversation's events (DESIGN.md section 4)."""
-    await db(selectors.conversation_get)(user=request.user, conversation_id=conversation_id)
-    after = _start_after(request)
-    if after is None:
-        after = await db(default_start)(conversation_id)
-    follow = request.GET.get("follow", "") in ("1", "true", "yes")
-    response = StreamingHttpResponse(
-        event_stream(conversation_id, after, follow=follow), content_type="text/event-stream"
-    )
-    response["Cache-Control"] = "no-cache"
-    response["X-Accel-Buffering"] = "no"
-    return response

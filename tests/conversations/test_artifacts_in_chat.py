@@ -7,8 +7,8 @@ from asgiref.sync import sync_to_async
 
 from conversations import services
 from conversations.models import RunEvent
-from conversations.runner import execute_run
 from engine import Artifact, Tool, ToolResult
+from tests.conversations.running import execute
 from tools.artifacts import persist_artifacts
 from tools.registry import ToolSpec, register
 
@@ -35,7 +35,7 @@ register(
 
 @pytest.fixture(autouse=True)
 def no_launch(monkeypatch):
-    monkeypatch.setattr("conversations.launcher.launch", lambda run_id: None)
+    monkeypatch.setattr("conversations.runs.launcher.launch", lambda run_id: None)
 
 
 async def test_artifact_preview_reachable_from_card_only_by_owner(
@@ -48,7 +48,7 @@ async def test_artifact_preview_reachable_from_card_only_by_owner(
     _, run, _ = await sync_to_async(services.message_post)(
         conversation=conversation, user=user, content="report please"
     )
-    assert await execute_run(run.pk) == "succeeded"
+    assert await execute(run.pk) == "succeeded"
 
     done = await RunEvent.objects.filter(
         run=run, channel="step", payload__status="done", payload__type="iteration"

@@ -7,7 +7,7 @@ from asgiref.sync import sync_to_async
 
 from conversations import services
 from conversations.models import CompactionSummary, Message, RunEvent
-from conversations.runner import execute_run
+from tests.conversations.running import execute
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -16,7 +16,7 @@ PINNED_TEXT = "PINNED-FACT: the launch code is 4242."
 
 @pytest.fixture(autouse=True)
 def no_launch(monkeypatch):
-    monkeypatch.setattr("conversations.launcher.launch", lambda run_id: None)
+    monkeypatch.setattr("conversations.runs.launcher.launch", lambda run_id: None)
 
 
 @pytest.fixture
@@ -45,7 +45,7 @@ async def run_once(conversation, user, text):
     _, run, _ = await sync_to_async(services.message_post)(
         conversation=conversation, user=user, content=text
     )
-    assert await execute_run(run.pk) == "succeeded"
+    assert await execute(run.pk) == "succeeded"
     return run
 
 

@@ -9,6 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from agentsite.errors import ApplicationError
 from conversations import selectors, services
 from conversations.models import Conversation, Message, Run
+from conversations.runs import lifecycle
 
 pytestmark = pytest.mark.django_db
 
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.django_db
 def no_launch(monkeypatch):
     """Record launches instead of executing runs (the runner is tested separately)."""
     launched: list[int] = []
-    monkeypatch.setattr("conversations.launcher.launch", launched.append)
+    monkeypatch.setattr("conversations.runs.launcher.launch", launched.append)
     return launched
 
 
@@ -120,7 +121,7 @@ def test_stale_running_run_is_swept_as_interrupted(user, chat_model, no_launch):
     Run.objects.filter(pk=run.pk).update(
         status=Run.Status.RUNNING, heartbeat_at=timezone.now() - timedelta(minutes=10)
     )
-    assert services.run_sweep_stale(conversation=conversation) == 1
+    assert lifecycle.run_sweep_stale(conversation=conversation) == 1
     run.refresh_from_db()
     assert run.status == Run.Status.FAILED and "interrupted" in run.error
     channels = list(run.events.values_list("channel", flat=True))
@@ -172,7 +173,7 @@ def test_queued_run_that_never_started_is_failed(user, chat_model, no_launch):
     conversation = services.conversation_create(owner=user)
     _, run, _ = services.message_post(conversation=conversation, user=user, content="go")
     Run.objects.filter(pk=run.pk).update(created_at=timezone.now() - timedelta(minutes=5))
-    services.run_sweep_stale(conversation=conversation)
+    lifecycle.run_sweep_stale(conversation=conversation)
     run.refresh_from_db()
     assert run.status == Run.Status.FAILED and "never started" in run.error
     # the next message starts a fresh run instead of being injected into a dead one
@@ -199,71 +200,3 @@ def test_quota_exceeded_keeps_message_and_refuses_run(user, chat_model, no_launc
     client.force_login(user)
     page = client.get(f"/c/{conversation.pk}/").content.decode()
     assert run.error.split(".")[0] in page  # the refusal is shown in the conversation
-
-
-def queued_run(user, content: str = "Summarise this") -> Run:
-    conversation = services.conversation_create(owner=user)
-    trigger = Message.objects.create(
-        conversation=conversation, seq=1, role=Message.Role.USER, content=content
-    )
-    Conversation.objects.filter(pk=conversation.pk).update(last_message_seq=1, last_event_seq=4)
-    return Run.objects.create(conversation=conversation, trigger_message=trigger)
-
-
-def test_claiming_a_queued_run_marks_it_running_and_loads_what_it_executes_with(user):
-    run = queued_run(user)
-
-    claimed = services.run_claim(run_id=run.pk, task_id="celery-task-7")
-
-    with CaptureQueriesContext(connection) as reads:
-        loaded = (
-            claimed.conversation.owner.pk, claimed.conversation.model_id,
-            claimed.conversation.last_event_seq, claimed.conversation.last_message_seq,
-            claimed.trigger_message.content, claimed.trigger_message.seq,
-        )  # fmt: skip
-    assert loaded == (user.pk, None, 4, 1, "Summarise this", 1)
-    assert reads.captured_queries == []  # all of it came with the claim
-    run.refresh_from_db()
-    assert run.status == Run.Status.RUNNING and run.task_id == "celery-task-7"
-    assert run.started_at is not None and run.heartbeat_at == run.started_at
-
-
-def test_a_run_is_claimed_once_and_never_after_its_stop(user):
-    run = queued_run(user)
-    assert services.run_claim(run_id=run.pk) is not None
-    assert services.run_claim(run_id=run.pk) is None  # running already: someone has it
-
-    stopped = queued_run(user)
-    Run.objects.filter(pk=stopped.pk).update(cancel_requested=True)
-    assert services.run_claim(run_id=stopped.pk) is None
-    stopped.refresh_from_db()
-    assert stopped.status == Run.Status.QUEUED and stopped.started_at is None
-
-
-def test_claiming_without_a_task_id_keeps_the_one_recorded(user):
-    run = queued_run(user)
-    Run.objects.filter(pk=run.pk).update(task_id="earlier")
-    services.run_claim(run_id=run.pk)
-    run.refresh_from_db()
-    assert run.task_id == "earlier"
-
-
-def test_closing_a_run_records_how_it_ended(user):
-    run = queued_run(user)
-    services.run_claim(run_id=run.pk)
-    usage = {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}
-
-    services.run_close(
-        run_id=run.pk, status=Run.Status.FAILED, error="The model is unreachable.",
-        iterations=2, usage=usage, elapsed=1.25,
-    )  # fmt: skip
-
-    run.refresh_from_db()
-    assert (run.status, run.error, run.iterations, run.usage, run.elapsed) == (
-        "failed",
-        "The model is unreachable.",
-        2,
-        usage,
-        1.25,
-    )
-    assert run.finished_at is not None and run.finished_at >= run.started_at

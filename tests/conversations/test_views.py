@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def no_launch(monkeypatch):
-    monkeypatch.setattr("conversations.launcher.launch", lambda run_id: None)
+    monkeypatch.setattr("conversations.runs.launcher.launch", lambda run_id: None)
 
 
 @pytest.fixture

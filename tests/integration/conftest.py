@@ -26,10 +26,10 @@ def redis_url(tmp_path) -> Iterator[str]:
 def team_stack() -> Iterator[Stack]:
     """Redis, PostgreSQL, the scripted LLM, a Celery worker and daphne, on loopback.
 
-    The worker's fallback poll is far beyond every timeout: follow-ups and Stop must reach
-    it through the cross-process wake-up.
+    The worker's heartbeat (which also re-reads Stops and follow-ups) is far beyond every
+    timeout: follow-ups and Stop must reach it through the cross-process wake-up.
     """
-    no_fallback = {"AGENTSITE_RUN_POLL_SECONDS": "600"}
+    no_fallback = {"AGENTSITE_RUN_HEARTBEAT_SECONDS": "600"}
     with running_stack(mode="team", concurrency=8, extra_env=no_fallback) as stack:
         yield stack
 

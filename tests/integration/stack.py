@@ -553,13 +553,15 @@ def running_stack(
     daphne_prefix: Sequence[str] = (),
     worker_prefix: Sequence[str] = (),
     startup_timeout: float = 120,
+    server: str = "agentsite-server",
 ) -> Iterator[Stack]:
     """Start every process of ``mode`` (team or embedded); tear all of it down on exit.
 
     The database is migrated (``migrate`` plus a provider, a default model pointing at the
     scripted server, and a user) while daphne and the worker import, to save start-up time.
     ``daphne_prefix`` runs daphne under a tool (e.g. ``valgrind --tool=callgrind ...``),
-    ``worker_prefix`` the first worker.
+    ``worker_prefix`` the first worker. ``server`` is ``agentsite-server`` (daphne on
+    the configured loop) or ``daphne`` as shipped.
     """
     own_work = work is None
     work = Path(tempfile.mkdtemp(prefix=f"agentsite-{mode}-")) if work is None else work
@@ -607,7 +609,8 @@ def running_stack(
                 prefix = list(worker_prefix) if number == 1 else []
                 args = [*prefix, *worker_args, "-n", f"it{llm_port}-{number}@%h"]
                 processes[name] = app_processes[name] = spawn(name, args, env=env, log_dir=work)
-        daphne_args = [*daphne_prefix, PYTHON, "-m", "agentsite.server"]
+        module = {"agentsite-server": "agentsite.server", "daphne": "daphne"}[server]
+        daphne_args = [*daphne_prefix, PYTHON, "-m", module]
         daphne_args += ["-b", LOOPBACK, "-p", str(port), "agentsite.asgi:application"]
         daphne = spawn("daphne", daphne_args, env=env, log_dir=work)
         processes["daphne"] = app_processes["daphne"] = daphne

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conversations.markdown import RenderCache, render_markdown
+from tools.markdown import RenderCache, render_markdown
 
 
 def test_markdown_is_rendered_and_raw_html_shown_escaped():

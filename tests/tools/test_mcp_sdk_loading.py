@@ -16,7 +16,7 @@ django.setup()
 from django.urls import get_resolver
 
 get_resolver().url_patterns  # every view module, as a server process starts
-import conversations.runner, tools.services, tools.mcp.services  # what a run loads
+import conversations.runs.execution, tools.services, tools.mcp.services  # what a run loads
 print(sorted(m for m in sys.modules if m == "mcp" or m.startswith(("mcp.", "mcp_types"))))
 """
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from django import template
 from django.utils.safestring import SafeString
 
-from conversations.markdown import render_markdown
 from tools.artifacts import artifact_read_text
+from tools.markdown import render_markdown
 from tools.models import Artifact
 
 register = template.Library()

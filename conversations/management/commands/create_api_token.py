@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agentsite.errors import ApplicationError
-from conversations.tokens import token_create
+from conversations.api.tokens import token_create
 
 
 class Command(BaseCommand):

@@ -14,7 +14,7 @@ from django.apps import apps
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 
-from agentsite.crypto import EncryptedTextField, decrypt, reset_cache, rotate
+from llms.crypto import EncryptedTextField, decrypt, reset_cache, rotate
 
 BATCH = 500
 
@@ -59,7 +59,8 @@ class Command(BaseCommand):
             )
 
     def _process(self, model: type, fields: list[EncryptedTextField], *, check: bool) -> tuple:
-        """Work on raw column values (no decrypt/encrypt round trip through the model)."""
+        """Work on raw column values: plain SQL, because the ORM always decrypts an
+        encrypted field on read and encrypts it on write."""
         table = connection.ops.quote_name(model._meta.db_table)
         pk = model._meta.pk
         pk_column = connection.ops.quote_name(pk.column)

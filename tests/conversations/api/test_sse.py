@@ -15,9 +15,9 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.test import override_settings
 
-from conversations import launcher
 from conversations.models import Message, Run, RunEvent
-from conversations.publisher import conversation_group
+from conversations.runs import launcher
+from conversations.runs.publisher import conversation_group
 from conversations.services import conversation_create
 from engine import Tool
 from tools import registry as tool_registry
@@ -310,7 +310,7 @@ async def test_follow_sends_heartbeats_and_leaves_the_group_on_disconnect(sse, t
 
 async def test_replayed_then_live_events_arrive_once_each(sse, token, user):
     """Events from before the stream (replayed) and after it (live): none lost or doubled."""
-    from conversations.publisher import RunPublisher
+    from conversations.runs.publisher import RunPublisher
     from engine.events import AnswerDelta, AnswerStart, Done, ThinkingStart
 
     conversation = await sync_to_async(conversation_create)(owner=user)
@@ -355,7 +355,7 @@ async def test_stream_refusals(sse, token, other_token, user):
 @override_settings(AGENTSITE_SSE_HEARTBEAT=0.05)
 async def test_a_gap_in_live_ids_is_filled_from_the_log(sse, token, user):
     """If the channel layer drops frames, the stream backfills them from the event log."""
-    from conversations import eventlog
+    from conversations.runs.publisher import write_events
 
     conversation = await sync_to_async(conversation_create)(owner=user)
     message = await Message.objects.acreate(
@@ -370,8 +370,8 @@ async def test_a_gap_in_live_ids_is_filled_from_the_log(sse, token, user):
         (2, run.pk, "answer", {"status": "start"}),
         (3, run.pk, "answer", {"status": "delta", "content": "hi"}),
     ]
-    for entry in logged:  # frames 1-2 "lost" on the channel layer
-        await eventlog.tail().append(conversation.pk, entry)
+    # Logged, but frames 1-2 "lost" on the channel layer.
+    await sync_to_async(write_events)([(conversation.pk, logged)])
     await get_channel_layer().group_send(
         conversation_group(conversation.pk),
         {"type": "run.event", "seq": 3, "run_id": run.pk, "channel": "answer",

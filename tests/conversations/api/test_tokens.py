@@ -9,14 +9,14 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from conversations.models import APIToken
-from conversations.tokens import (
+from conversations.api.tokens import (
     TOKEN_PREFIX,
     token_authenticate,
     token_create,
     token_hash,
     token_revoke,
 )
+from conversations.models import APIToken
 
 pytestmark = pytest.mark.django_db
 

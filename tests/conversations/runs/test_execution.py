@@ -11,12 +11,14 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.test import override_settings
 
-from conversations import runner, services
-from conversations.models import Conversation, Message, Run, RunEvent
-from conversations.publisher import conversation_group
-from conversations.runner import execute_run
+from conversations import services
+from conversations.models import Message, Run, RunEvent
+from conversations.numbering import last_event_seq
+from conversations.runs import execution, lifecycle
+from conversations.runs.execution import execute_run
+from conversations.runs.publisher import conversation_group
 from engine import Tool
-from tests.conversations.statements import Statements
+from tests.conversations.running import execute
 from tools.registry import register, spec_for_tool
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -44,7 +46,7 @@ register_text_tool("shout", "Upper-cases text (test tool).", _shout)
 
 
 def wait_until_delivered(message: Message) -> None:
-    """Until the run's poller delivered the follow-up (a tool waiting mid-run)."""
+    """Until the run took the follow-up in (a tool waiting mid-run)."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and message.delivered_at is None:
         time.sleep(0.02)
@@ -72,7 +74,7 @@ async def test_tool_call_then_streamed_answer(user, chat_model, llm_server, no_l
     conversation = await sync_to_async(services.conversation_create)(owner=user)
     message, run, _ = await sync_to_async(post)(conversation, user, "Shout hi")
 
-    status = await execute_run(run.pk)
+    status = await execute(run.pk)
 
     assert status == "succeeded"
     run = await Run.objects.aget(pk=run.pk)
@@ -109,7 +111,7 @@ async def test_llm_failure_ends_failed_and_keeps_message(user, chat_model, llm_s
     conversation = await sync_to_async(services.conversation_create)(owner=user)
     message, run, _ = await sync_to_async(post)(conversation, user, "hello?")
 
-    assert await execute_run(run.pk) == "failed"
+    assert await execute(run.pk) == "failed"
 
     run = await Run.objects.aget(pk=run.pk)
     assert run.status == "failed" and "Invalid API key" in run.error
@@ -118,7 +120,7 @@ async def test_llm_failure_ends_failed_and_keeps_message(user, chat_model, llm_s
     assert "Invalid API key" in error.payload["message"]
 
 
-@override_settings(AGENTSITE_RUN_POLL_SECONDS=600)  # only a wake-up can deliver it
+@override_settings(AGENTSITE_RUN_HEARTBEAT_SECONDS=600)  # only a wake-up can deliver it
 async def test_stop_cancels_inflight_request(user, chat_model, llm_server, no_launch):
     llm_server.push({"content": "never", "delay": 30})
     conversation = await sync_to_async(services.conversation_create)(owner=user)
@@ -131,7 +133,7 @@ async def test_stop_cancels_inflight_request(user, chat_model, llm_server, no_la
     stopper = threading.Thread(target=stop_when_requested)
     stopper.start()
     started = time.monotonic()
-    status = await execute_run(run.pk)
+    status = await execute(run.pk)
     stopper.join()
 
     assert status == "cancelled"
@@ -141,7 +143,7 @@ async def test_stop_cancels_inflight_request(user, chat_model, llm_server, no_la
     assert run.status == "cancelled"
 
 
-@override_settings(AGENTSITE_RUN_POLL_SECONDS=600)  # only a wake-up can deliver it
+@override_settings(AGENTSITE_RUN_HEARTBEAT_SECONDS=600)  # only a wake-up can deliver it
 async def test_followup_during_tool_is_injected(user, chat_model, llm_server, no_launch):
     conversation = await sync_to_async(services.conversation_create)(owner=user)
 
@@ -159,7 +161,7 @@ async def test_followup_during_tool_is_injected(user, chat_model, llm_server, no
     )
     _, run, _ = await sync_to_async(post)(conversation, user, "Shout hi")
 
-    assert await execute_run(run.pk) == "succeeded"
+    assert await execute(run.pk) == "succeeded"
 
     second = llm_server.requests[1]["messages"]
     assert second[-1]["role"] == "user"
@@ -170,7 +172,7 @@ async def test_followup_during_tool_is_injected(user, chat_model, llm_server, no
     assert await Run.objects.filter(conversation=conversation).acount() == 1
 
 
-@override_settings(AGENTSITE_RUN_POLL_SECONDS=600)  # only the start-up check can deliver it
+@override_settings(AGENTSITE_RUN_HEARTBEAT_SECONDS=600)  # only the start-up check can deliver it
 async def test_a_followup_sent_while_the_run_was_queued_reaches_it(
     user, chat_model, llm_server, no_launch
 ):
@@ -190,118 +192,10 @@ async def test_a_followup_sent_while_the_run_was_queued_reaches_it(
         {"content": "HI, and bye!"},
     )
 
-    assert await execute_run(run.pk) == "succeeded"
+    assert await execute(run.pk) == "succeeded"
 
     second = llm_server.requests[1]["messages"]
     assert "Also say bye" in second[-1]["content"]
-
-
-@override_settings(DEBUG=True, AGENTSITE_RUN_POLL_SECONDS=600)  # DEBUG: queries are logged
-async def test_a_run_nobody_wrote_to_starts_without_polling(
-    user, chat_model, llm_server, no_launch
-):
-    """Each start-up poll cost a thread wake-up and two queries, during the first LLM call."""
-    llm_server.push("Done.", "Final answer.")
-    conversation = await sync_to_async(services.conversation_create)(owner=user)
-    _, run, _ = await sync_to_async(post)(conversation, user, "hi")
-    with Statements(thread="agentsite-run-poller") as statements:
-        assert await execute_run(run.pk) == "succeeded"
-
-    assert statements.statements == []
-
-
-@override_settings(DEBUG=True, AGENTSITE_RUN_POLL_SECONDS=600)  # DEBUG: queries are logged
-async def test_a_first_answer_takes_a_fixed_handful_of_queries(
-    user, chat_model, llm_server, no_launch
-):
-    """Claim, load, answer, close, event log: a column read that was not loaded, or a
-    query added per run, shows here (each costs 0.2-1 ms of a short run's CPU)."""
-    runs = []
-    for _ in range(3):  # the first two fill the configuration and user caches
-        llm_server.push("Done.", "Final answer.")
-        conversation = await sync_to_async(services.conversation_create)(owner=user)
-        runs.append((await sync_to_async(post)(conversation, user, "hi"))[1])
-    for warm_up in runs[:2]:  # (the first creates the tool configurations: a new token)
-        assert await execute_run(warm_up.pk) == "succeeded"
-
-    with Statements() as statements:
-        assert await execute_run(runs[2].pk) == "succeeded"
-
-    selects = [sql for sql in statements.statements if sql.upper().startswith("SELECT")]
-    assert len(selects) == 2, selects  # the claim's load, the configuration's token
-    assert len(statements.statements) <= 10, statements.statements
-    # One transaction closes the run and writes its events (the done event among them).
-    begins = [sql for sql in statements.statements if sql.upper().startswith("BEGIN")]
-    assert len(begins) == 1, statements.statements
-
-
-@pytest.mark.parametrize("step", ["_prepare", "_save_answer_and_finish"])
-@override_settings(AGENTSITE_RUN_SETUP_CONCURRENCY=2)
-async def test_runs_arriving_together_start_and_close_a_few_at_a_time(
-    user, chat_model, llm_server, no_launch, monkeypatch, step
-):
-    """A run's set-up and its closing (database threads' CPU) run a few at a time: all at
-    once, a burst kept the process's loop saturated while the runs already streaming
-    waited (at 200 streams, their tokens up to 400 ms late)."""
-    original = getattr(runner, step)
-    allowed = 2
-    state = {"inside": 0, "peak": 0}
-    changed = threading.Condition()
-
-    def counting_step(*args, **kwargs):
-        with changed:
-            state["inside"] += 1
-            state["peak"] = max(state["peak"], state["inside"])
-            changed.notify_all()
-            # Hold the slot until one too many is inside (or, as it must be with the
-            # limit, a while passes), so ungated calls would be seen together.
-            changed.wait_for(lambda: state["inside"] > allowed, timeout=0.3)
-        try:
-            return original(*args, **kwargs)
-        finally:
-            with changed:
-                state["inside"] -= 1
-
-    monkeypatch.setattr(runner, step, counting_step)
-    runs = []
-    for _ in range(4):
-        llm_server.push("Done.", "Final answer.")
-        conversation = await sync_to_async(services.conversation_create)(owner=user)
-        runs.append((await sync_to_async(post)(conversation, user, "hi"))[1])
-
-    statuses = await asyncio.gather(*(execute_run(run.pk) for run in runs))
-
-    assert statuses == ["succeeded"] * 4
-    assert state["peak"] == allowed == 2
-
-
-async def test_the_answer_is_rendered_off_the_event_loop(
-    user, chat_model, llm_server, no_launch, monkeypatch
-):
-    """The done frame's markdown (1.6 ms for 300 tokens) is rendered on a database thread
-    while the answer is saved: on the loop, runs ending together held up every stream."""
-    from conversations import markdown
-
-    original = markdown._render
-    rendered_on: dict[str, str] = {}
-
-    def recording_render(text):
-        rendered_on.setdefault(text, threading.current_thread().name)
-        return original(text)
-
-    monkeypatch.setattr(markdown, "_render", recording_render)
-    answer = "A **unique** answer, rendered once."
-    llm_server.push(
-        "Done.", {"content": answer, "chunks": ["A **unique** ", "answer, rendered once."]}
-    )
-    conversation = await sync_to_async(services.conversation_create)(owner=user)
-    _, run, _ = await sync_to_async(post)(conversation, user, "hi")
-
-    assert await execute_run(run.pk) == "succeeded"
-
-    assert rendered_on[answer].startswith("agentsite-db")
-    done = await RunEvent.objects.filter(run=run, channel="done").aget()
-    assert done.payload["answer"] == answer
 
 
 async def test_a_failing_close_leaves_the_log_whole_and_the_run_failed(
@@ -314,15 +208,15 @@ async def test_a_failing_close_leaves_the_log_whole_and_the_run_failed(
     def failing_close(*args, **kwargs):
         raise RuntimeError("the database went away")
 
-    monkeypatch.setattr(runner, "_save_answer_and_finish", failing_close)
+    monkeypatch.setattr(lifecycle, "run_close_with_answer", failing_close)
     llm_server.push("Done.", {"content": "Final answer.", "chunks": ["Final ", "answer."]})
     conversation = await sync_to_async(services.conversation_create)(owner=user)
     message, run, _ = await sync_to_async(post)(conversation, user, "hi")
 
-    assert await execute_run(run.pk) == "failed"
+    assert await execute(run.pk) == "failed"
 
     run = await Run.objects.aget(pk=run.pk)
-    assert run.status == "failed" and run.error == runner.UNSAVED_ANSWER
+    assert run.status == "failed" and run.error == execution.UNSAVED_ANSWER
     assert await Message.objects.filter(pk=message.pk).aexists()
     assert not await Message.objects.filter(run=run, role="assistant").aexists()
     events = await sync_to_async(event_list)(run)
@@ -340,7 +234,7 @@ async def test_a_failing_close_leaves_the_log_whole_and_the_run_failed(
 async def test_unconfigured_model_fails_with_clear_message(user, no_launch, db):
     conversation = await sync_to_async(services.conversation_create)(owner=user)
     _, run, _ = await sync_to_async(post)(conversation, user, "anyone?")
-    assert await execute_run(run.pk) == "failed"
+    assert await execute(run.pk) == "failed"
     run = await Run.objects.aget(pk=run.pk)
     assert "No language model is configured" in run.error
 
@@ -350,7 +244,7 @@ async def test_model_disabled_after_pick_is_refused_at_run_start(user, chat_mode
     _, run, _ = await sync_to_async(post)(conversation, user, "hi")
     chat_model.enabled = False
     await chat_model.asave()
-    assert await execute_run(run.pk) == "failed"
+    assert await execute(run.pk) == "failed"
     run = await Run.objects.aget(pk=run.pk)
     assert "Pick another model" in run.error
 
@@ -377,7 +271,7 @@ async def frames_through_done(layer, channel) -> list[dict]:
 async def test_done_frame_already_carries_the_answer_pin(user, chat_model, llm_server, no_launch):
     _, run, layer, channel = await posted_run_with_listener(user, llm_server)
 
-    assert await execute_run(run.pk) == "succeeded"
+    assert await execute(run.pk) == "succeeded"
 
     frames = await frames_through_done(layer, channel)
     answer = await Message.objects.filter(run=run, role="assistant").aget()
@@ -388,7 +282,7 @@ async def test_run_is_closed_before_its_done_frame(user, chat_model, llm_server,
     """A message sent by someone who has seen "done" must start a new run, not join it."""
     conversation, run, layer, channel = await posted_run_with_listener(user, llm_server)
 
-    running = asyncio.ensure_future(execute_run(run.pk))
+    running = asyncio.ensure_future(execute(run.pk))
     while (await layer.receive(channel))["channel"] != "done":
         pass
     status_at_done = (await Run.objects.aget(pk=run.pk)).status
@@ -407,19 +301,14 @@ async def test_a_run_started_at_the_previous_ones_done_numbers_its_events_after_
     them (same numbers collide in the log and live clients drop the later frame)."""
     conversation, run, layer, channel = await posted_run_with_listener(user, llm_server)
 
-    running = asyncio.ensure_future(execute_run(run.pk))
+    running = asyncio.ensure_future(execute(run.pk))
     while (done := await layer.receive(channel))["channel"] != "done":
         pass
-    # Read before the done event's own log write can have committed.
-    marked = await sync_to_async(
-        lambda: Conversation.objects.values_list("last_event_seq", flat=True).get(
-            pk=conversation.pk
-        ),
-        thread_sensitive=False,
-    )()
+    # Read the moment the done frame arrived.
+    marked = await sync_to_async(last_event_seq, thread_sensitive=False)(conversation.pk)
     llm_server.push("Done.", "Second answer.")
     _, second, _ = await sync_to_async(post)(conversation, user, "next question")
-    assert await execute_run(second.pk) == "succeeded"
+    assert await execute(second.pk) == "succeeded"
     await running
 
     assert marked >= done["seq"]
@@ -431,18 +320,10 @@ async def test_a_run_started_at_the_previous_ones_done_numbers_its_events_after_
 
 
 async def test_a_followup_sent_while_the_answer_streams_starts_the_next_run(
-    user, chat_model, llm_server, monkeypatch
+    user, chat_model, llm_server, no_launch
 ):
     """The answer is already being written when it arrives: the model never sees it in
     this run, so it becomes the next run's question (it is not marked as taken in)."""
-    launched: list[int] = []
-    frames_at_launch: list[int] = []
-
-    def launch(run_id: int) -> None:
-        launched.append(run_id)
-        frames_at_launch.append(len(frames))
-
-    monkeypatch.setattr("conversations.launcher.launch", launch)
     frames: list[dict] = []
     llm_server.push(
         "Done.", {"content": "Final answer.", "chunks": ["Final ", "answer."], "chunk_delay": 0.3}
@@ -452,8 +333,6 @@ async def test_a_followup_sent_while_the_answer_streams_starts_the_next_run(
     layer = get_channel_layer()
     channel = await layer.new_channel()
     await layer.group_add(conversation_group(conversation.pk), channel)
-    launched.clear()  # this run: the test executes it
-    frames_at_launch.clear()
 
     async def listen() -> None:
         while True:
@@ -465,20 +344,22 @@ async def test_a_followup_sent_while_the_answer_streams_starts_the_next_run(
         await asyncio.sleep(0.01)
     followup, same_run, injected = await sync_to_async(post)(conversation, user, "And why?")
     assert injected and same_run.pk == run.pk
-    assert await running == "succeeded"
-    while not any(f["channel"] == "followup" for f in frames):
-        await asyncio.sleep(0.01)
+    outcome = await running
+    await asyncio.sleep(0)  # the listener takes what was sent before the run returned
+    announced_before_return = [f for f in frames if f["channel"] == "followup"]
     listening.cancel()
 
+    assert outcome.status == "succeeded"
     followup_run = await Run.objects.exclude(pk=run.pk).aget(conversation=conversation)
     assert followup_run.trigger_message_id == followup.pk
     assert len(llm_server.requests) == 2  # this run's two calls; neither saw the follow-up
-    # The page gets the question and the new run's block, then the run is launched.
-    announced = [f for f in frames if f["channel"] == "followup"]
-    assert len(announced) == 1 and announced[0]["run_id"] == run.pk
-    assert f'id="inject-{followup.pk}" hx-swap-oob="delete"' in announced[0]["html"]
-    assert f'id="msg-{followup.pk}"' in announced[0]["html"]
-    assert f'id="run-{followup_run.pk}"' in announced[0]["html"]
-    assert launched == [followup_run.pk]
-    assert frames_at_launch == [frames.index(announced[0]) + 1]
-    assert announced[0]["seq"] > max(f["seq"] for f in frames if f["channel"] == "done")
+    # The page gets the question and the new run's block before the new run is launched
+    # (its launcher launches outcome.followup_run_id once the run returned).
+    assert outcome.followup_run_id == followup_run.pk
+    assert len(announced_before_return) == 1
+    announced = announced_before_return[0]
+    assert announced["run_id"] == run.pk
+    assert f'id="inject-{followup.pk}" hx-swap-oob="delete"' in announced["html"]
+    assert f'id="msg-{followup.pk}"' in announced["html"]
+    assert f'id="run-{followup_run.pk}"' in announced["html"]
+    assert announced["seq"] > max(f["seq"] for f in frames if f["channel"] == "done")

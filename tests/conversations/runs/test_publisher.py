@@ -1,26 +1,40 @@
-"""The publisher's coalescing never loses a delta, and batches a fast stream."""
+"""The publisher: an event is in the log before its frame goes out, deltas merge under
+load and are never lost, the runs of one loop share their writes."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
+from asgiref.sync import sync_to_async
+from django.db import DatabaseError
 
-from conversations import publisher
-from engine.events import AnswerDelta, AnswerDone
+from conversations import services
+from conversations.models import RunEvent
+from conversations.runs import publisher
+from engine.events import AnswerDelta, AnswerDone, ThinkingStart
+
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
-class GatedLayer:
-    """A channel layer whose sends can be held open, to catch a frame mid-send."""
+class RecordingLayer:
+    """A channel layer that records what was sent, whether it was logged by then, and can
+    hold a send open."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, dict]] = []
+        self.logged_when_sent: list[bool] = []
         self.hold = asyncio.Event()
         self.hold.set()
         self.entered = asyncio.Event()
 
     async def group_send(self, group: str, message: dict) -> None:
         self.entered.set()
+        logged = await sync_to_async(
+            RunEvent.objects.filter(run_id=message["run_id"], seq=message["seq"]).exists
+        )()
+        self.logged_when_sent.append(logged)
         await self.hold.wait()
         self.sent.append((message["channel"], message["payload"]))
 
@@ -28,94 +42,129 @@ class GatedLayer:
         return "".join(p.get("content", "") for c, p in self.sent if c == "answer")
 
 
-def make_publisher(layer: GatedLayer) -> publisher.RunPublisher:
-    pub = publisher.RunPublisher(run_id=1, conversation_id=1, start_seq=0)
-    pub.layer = layer
-
-    async def no_flush() -> None:  # the log is not under test here
-        return None
-
-    pub.flush = no_flush  # type: ignore[method-assign]
-    return pub
-
-
-async def test_a_delta_mid_send_is_not_lost_when_the_answer_ends():
-    layer = GatedLayer()
-    pub = make_publisher(layer)
-    await pub.on_event(AnswerDelta("a"))  # idle stream: sent at once
-    await pub.on_event(AnswerDelta("b"))  # right behind it: batched, a timed send scheduled
-    layer.hold.clear()
-    layer.entered.clear()
-    await asyncio.wait_for(layer.entered.wait(), 5)  # the timed send is now inside publish()
-    done = asyncio.ensure_future(pub.on_event(AnswerDone()))  # the answer ends meanwhile
-    await asyncio.sleep(0)
-    layer.hold.set()
-    await asyncio.wait_for(done, 5)
-    await pub.close()
-    assert layer.text() == "ab"
-    assert [c for c, _p in layer.sent][-1] == "answer"
-
-
-async def test_a_burst_is_coalesced_and_complete():
-    layer = GatedLayer()
-    pub = make_publisher(layer)
-    for i in range(200):  # all at once: far faster than one frame per interval
-        await pub.on_event(AnswerDelta(f"t{i} "))
-    await pub.close()
-    assert layer.text() == "".join(f"t{i} " for i in range(200))
-    assert len(layer.sent) < 10  # the first delta alone, then batches
-
-
-@pytest.mark.django_db(transaction=True)
-async def test_concurrent_runs_share_one_log_write(user, monkeypatch):
-    """Streaming runs of one process are logged together: one transaction, not one per run."""
-    from asgiref.sync import sync_to_async
-
-    from conversations import services
-    from conversations.models import Conversation, RunEvent
-
-    monkeypatch.setattr("conversations.launcher.launch", lambda run_id: None)
-    calls: list[list[int]] = []
-    real_write = publisher._write_event_batches
-
-    def counting_write(batches):
-        calls.append([conversation_id for conversation_id, _batch in batches])
-        real_write(batches)
-
-    monkeypatch.setattr(publisher, "_write_event_batches", counting_write)
-
-    def start_run():
+@pytest.fixture
+def new_run(user, no_launch):
+    def make() -> tuple[int, int]:
         conversation = services.conversation_create(owner=user)
         _, run, _ = services.message_post(conversation=conversation, user=user, content="hi")
         return conversation.pk, run.pk
 
-    runs = [await sync_to_async(start_run)() for _ in range(3)]
-    pubs = [publisher.RunPublisher(run_id=r, conversation_id=c, start_seq=0) for c, r in runs]
-    for pub in pubs:
-        await pub.on_event(AnswerDelta(f"answer of run {pub.run_id}"))
-    await publisher.log_writer()._task  # the shared write, FLUSH_INTERVAL later
-
-    assert calls == [[c for c, _r in runs]]
-    for conversation_id, run_id in runs:
-        contents = [
-            e.payload["content"]
-            async for e in RunEvent.objects.filter(run_id=run_id).order_by("seq")
-        ]
-        assert contents == [f"answer of run {run_id}"]
-        conversation = await Conversation.objects.aget(pk=conversation_id)
-        assert conversation.last_event_seq == 1
-    for pub in pubs:
-        await pub.close()
-    assert len(calls) == 1  # nothing left to write on close
+    return sync_to_async(make)
 
 
-async def test_a_saturated_process_batches_even_a_trickle():
-    """When sending a frame has become slow, every delta waits for the next batch."""
-    layer = GatedLayer()
-    pub = make_publisher(layer)
-    pub._publish_cost = 2 * publisher.BUSY_PUBLISH_COST  # as measured under overload
-    await pub.on_event(AnswerDelta("a"))  # would go out at once on an idle process
-    await pub.on_event(AnswerDelta("b"))
-    assert layer.sent == []
+async def make_publisher(new_run, layer: RecordingLayer) -> publisher.RunPublisher:
+    conversation_id, run_id = await new_run()
+    pub = publisher.RunPublisher(run_id=run_id, conversation_id=conversation_id, start_seq=0)
+    pub.layer = layer
+    return pub
+
+
+async def logged_contents(run_id: int) -> list[str]:
+    return [
+        e.payload.get("content", "")
+        async for e in RunEvent.objects.filter(run_id=run_id, channel="answer").order_by("seq")
+    ]
+
+
+async def test_every_frame_is_logged_before_it_is_sent(new_run):
+    layer = RecordingLayer()
+    pub = await make_publisher(new_run, layer)
+
+    await pub.on_event(ThinkingStart(1))
+    await pub.on_event(AnswerDelta("Hello"))
+    await pub.on_event(AnswerDone())
     await pub.close()
-    assert layer.sent == [("answer", {"status": "delta", "content": "ab"})]
+
+    assert [c for c, _p in layer.sent] == ["step", "answer", "answer"]
+    assert layer.logged_when_sent == [True, True, True]
+
+
+async def test_a_burst_is_merged_into_few_frames_and_nothing_is_lost(new_run):
+    layer = RecordingLayer()
+    pub = await make_publisher(new_run, layer)
+
+    for i in range(200):  # all at once: far faster than one frame per interval
+        await pub.on_event(AnswerDelta(f"t{i} "))
+    await pub.close()
+
+    expected = "".join(f"t{i} " for i in range(200))
+    assert layer.text() == expected
+    assert len(layer.sent) < 10  # the first delta alone, then merged
+    assert "".join(await logged_contents(pub.run_id)) == expected
+
+
+async def test_a_delta_mid_send_is_not_lost_when_the_answer_ends(new_run):
+    layer = RecordingLayer()
+    pub = await make_publisher(new_run, layer)
+    await pub.on_event(AnswerDelta("a"))  # a trickle: written and sent at once
+    layer.hold.clear()
+    layer.entered.clear()
+    await asyncio.wait_for(layer.entered.wait(), 5)  # "a" is being sent now
+    await pub.on_event(AnswerDelta("b"))  # arrives meanwhile
+    ended = asyncio.ensure_future(pub.on_event(AnswerDone()))  # and the answer ends
+    await asyncio.sleep(0.05)
+    layer.hold.set()
+    await asyncio.wait_for(ended, 5)
+    await pub.close()
+
+    assert layer.text() == "ab"
+    assert layer.sent[-1] == ("answer", {"status": "done"})
+
+
+async def test_while_a_write_is_slow_the_deltas_behind_it_merge(new_run, monkeypatch):
+    """Under load a run sends fewer, larger frames instead of queueing them."""
+    layer = RecordingLayer()
+    pub = await make_publisher(new_run, layer)
+    real_write = publisher.write_events
+    writing, release = threading.Event(), threading.Event()
+
+    def slow_write(batches):
+        writing.set()
+        assert release.wait(10)
+        real_write(batches)
+
+    monkeypatch.setattr(publisher, "write_events", slow_write)
+    await pub.on_event(AnswerDelta("first "))
+    assert await asyncio.to_thread(writing.wait, 10)
+    for word in ("second ", "third ", "fourth"):
+        await asyncio.sleep(2 * publisher.IDLE_GAP)  # each a trickle of its own
+        await pub.on_event(AnswerDelta(word))
+    release.set()
+    await pub.close()
+
+    assert [p["content"] for _c, p in layer.sent] == ["first ", "second third fourth"]
+
+
+async def test_runs_of_one_loop_share_a_write(new_run, monkeypatch):
+    calls: list[list[int]] = []
+    real_write = publisher.write_events
+
+    def counting_write(batches):
+        calls.append([conversation_id for conversation_id, _entries in batches])
+        real_write(batches)
+
+    monkeypatch.setattr(publisher, "write_events", counting_write)
+    pubs = [await make_publisher(new_run, RecordingLayer()) for _ in range(3)]
+
+    await asyncio.gather(*(pub.publish("step", {"type": "thinking"}) for pub in pubs))
+
+    assert calls == [[pub.conversation_id for pub in pubs]]
+    for pub in pubs:
+        assert await RunEvent.objects.filter(run_id=pub.run_id).acount() == 1
+
+
+async def test_an_event_that_cannot_be_logged_is_not_sent_and_the_run_hears_of_it(
+    new_run, monkeypatch
+):
+    def failing_write(batches):
+        raise DatabaseError("the database went away")
+
+    monkeypatch.setattr(publisher, "write_events", failing_write)
+    monkeypatch.setattr(publisher, "WRITE_RETRY_DELAYS", (0.0,))
+    layer = RecordingLayer()
+    pub = await make_publisher(new_run, layer)
+
+    with pytest.raises(RuntimeError, match="could not be saved"):
+        await pub.publish("step", {"type": "thinking"})
+
+    assert layer.sent == []

@@ -1,0 +1,169 @@
+"""The conversation's events as Server-Sent Events (DESIGN.md section 4).
+
+The stream joins the conversation's group, then replays the log after the client's last
+event id, then forwards live frames; events are logged before their frames are sent, so
+nothing is missed, and live frames already replayed are dropped by number.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+
+from agentsite.errors import ApplicationError
+from conversations import selectors
+from conversations.api.auth import api_view
+from conversations.models import Run, RunEvent
+from conversations.numbering import last_event_seq
+from conversations.runs.publisher import Entry, conversation_group
+
+HEARTBEAT_SECONDS = 15.0
+TERMINAL_CHANNELS = frozenset({"done", "error"})
+HEARTBEAT_FRAME = b": heartbeat\n\n"
+
+
+def heartbeat_interval() -> float:
+    return float(getattr(settings, "AGENTSITE_SSE_HEARTBEAT", HEARTBEAT_SECONDS))
+
+
+def db(function):
+    return database_sync_to_async(function, thread_sensitive=False)
+
+
+def _start_after(request: HttpRequest) -> int | None:
+    """The sequence number to resume after: Last-Event-ID, else ?after=N, else None."""
+    for name, raw in (
+        ("Last-Event-ID", request.headers.get("Last-Event-ID")),
+        ("after", request.GET.get("after")),
+    ):
+        if raw is None or raw.strip() == "":
+            continue
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            value = -1
+        if value < 0:
+            raise ApplicationError(
+                f"{name} must be a non-negative event id.",
+                extra={name: ["Must be an integer >= 0."]},
+            )
+        return value
+    return None
+
+
+def default_start(conversation_id: int) -> int:
+    """Where a stream without Last-Event-ID starts: just before the latest run's first event.
+
+    A run without events yet (queued a moment ago by the client now opening the stream)
+    is the latest run too: the stream then starts after everything so far. The
+    high-water mark is read *before* looking for the run's events, so an event published
+    in between is never skipped.
+    """
+    high = last_event_seq(conversation_id)
+    latest = (
+        Run.objects.filter(conversation_id=conversation_id)
+        .order_by("-created_at", "-id")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if latest is None:
+        return high
+    first = RunEvent.objects.filter(run_id=latest).order_by("seq").values_list("seq", flat=True)
+    first_seq = first.first()
+    return first_seq - 1 if first_seq is not None else high
+
+
+def _other_run_active(conversation_id: int, run_id: int | None) -> bool:
+    """Whether a run other than ``run_id`` is queued or running (more events will come)."""
+    qs = Run.objects.filter(conversation_id=conversation_id, status__in=Run.ACTIVE_STATUSES)
+    if run_id is not None:
+        qs = qs.exclude(pk=run_id)
+    return qs.exists()
+
+
+def _more_expected(conversation_id: int, replay: list[Entry]) -> bool:
+    """Whether a stream without ``follow`` should wait for live events after its replay."""
+    if replay and replay[-1][2] not in TERMINAL_CHANNELS:
+        return True  # joined mid-run
+    return _other_run_active(conversation_id, replay[-1][1] if replay else None)
+
+
+def sse_frame(seq: int, channel: str, payload: Any) -> bytes:
+    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return f"id: {seq}\nevent: {channel}\ndata: {data}\n\n".encode()
+
+
+async def event_stream(conversation_id: int, after: int, *, follow: bool) -> AsyncIterator[bytes]:
+    """Replay events after ``after`` from the log, then follow the live group.
+
+    Joins the group *before* reading the log, so an event is either in the replay or
+    arrives live (or both: live ones at or below the last sent id are dropped). If the
+    layer ever drops a frame (a full or expired channel), the gap in the ids, or the
+    next idle heartbeat tick, fills it from the log. Ends after a terminal event when no
+    other run is pending, unless ``follow``.
+    """
+    layer = get_channel_layer()
+    group = conversation_group(conversation_id)
+    channel = await layer.new_channel()
+    last = after
+    await layer.group_add(group, channel)
+    try:
+        replay = await db(selectors.events_after)(conversation_id, after)
+        for seq, _run_id, event, payload in replay:
+            yield sse_frame(seq, event, payload)
+            last = seq
+        if not follow and not await db(_more_expected)(conversation_id, replay):
+            return
+        interval = heartbeat_interval()
+        while True:
+            try:
+                message = await asyncio.wait_for(layer.receive(channel), timeout=interval)
+            except TimeoutError:
+                entries = await db(selectors.events_after)(conversation_id, last)
+                if not entries:
+                    yield HEARTBEAT_FRAME
+                    continue
+            else:
+                if message.get("type") != "run.event" or message["seq"] <= last:
+                    continue
+                entries = [
+                    (message["seq"], message["run_id"], message["channel"], message["payload"])
+                ]
+                if message["seq"] > last + 1:
+                    entries = await db(selectors.events_after)(conversation_id, last)
+            for seq, run_id, event, payload in entries:
+                if seq <= last:
+                    continue
+                yield sse_frame(seq, event, payload)
+                last = seq
+                if (
+                    event in TERMINAL_CHANNELS
+                    and not follow
+                    and not await db(_other_run_active)(conversation_id, run_id)
+                ):
+                    return
+    finally:
+        await layer.group_discard(group, channel)
+
+
+@api_view("GET")
+async def conversation_events(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """``text/event-stream`` of the conversation's events (DESIGN.md section 4)."""
+    await db(selectors.conversation_get)(user=request.user, conversation_id=conversation_id)
+    after = _start_after(request)
+    if after is None:
+        after = await db(default_start)(conversation_id)
+    follow = request.GET.get("follow", "") in ("1", "true", "yes")
+    response = StreamingHttpResponse(
+        event_stream(conversation_id, after, follow=follow), content_type="text/event-stream"
+    )
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response

@@ -1,0 +1,37 @@
+"""Per-conversation numbering: messages count on the conversation's row, events are
+numbered after the highest number in the event log."""
+
+from __future__ import annotations
+
+from django.db import connection
+from django.db.models import Max
+from django.utils import timezone
+
+from conversations.models import Conversation, RunEvent
+
+
+def next_message_seq(conversation_id: int) -> int:
+    """The conversation's next message number; also marks it updated.
+
+    Call inside a transaction: the update locks the conversation's row until it ends, so
+    two posts to one conversation are serialised (the second sees the first one's run).
+    """
+    table = connection.ops.quote_name(Conversation._meta.db_table)
+    now = Conversation._meta.get_field("updated_at").get_db_prep_value(timezone.now(), connection)
+    with connection.cursor() as cursor:
+        # Plain SQL: the ORM cannot return the incremented value (UPDATE ... RETURNING).
+        cursor.execute(
+            f"UPDATE {table} SET last_message_seq = last_message_seq + 1, updated_at = %s "
+            "WHERE id = %s RETURNING last_message_seq",
+            [now, conversation_id],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise Conversation.DoesNotExist(f"conversation {conversation_id} does not exist")
+    return row[0]
+
+
+def last_event_seq(conversation_id: int) -> int:
+    """The highest event number of the conversation (0 before its first event)."""
+    found = RunEvent.objects.filter(conversation_id=conversation_id).aggregate(last=Max("seq"))
+    return found["last"] or 0

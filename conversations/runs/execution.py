@@ -1,0 +1,309 @@
+"""The one coroutine that executes a run, wherever it is launched from.
+
+Embedded mode awaits it on the ASGI server's loop; a Celery task hands it to its worker's
+run loop and waits. LLM calls never happen inside a database transaction: every ORM
+access is a short call on a database thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from channels.db import database_sync_to_async
+
+from conversations import compaction
+from conversations.models import Message, Run
+from conversations.numbering import last_event_seq
+from conversations.runs import lifecycle
+from conversations.runs.control import RunControl
+from conversations.runs.publisher import RunPublisher
+from engine import AgentResult, CancelledRun, CancelToken, InterruptQueue, LLMError, ReActAgent
+from engine.events import AgentEvent, Compact, Done, ErrorEvent, Inject
+
+logger = logging.getLogger(__name__)
+
+UNSAVED_ANSWER = (
+    "The answer could not be saved because of an internal error. Send the message again."
+)
+
+
+@dataclass
+class RunOutcome:
+    status: str | None  # None: the run never started (stopped while queued)
+    followup_run_id: int | None = None  # the run answering follow-ups this one left over
+
+
+async def execute_run(run_id: int, *, task_id: str = "") -> RunOutcome:
+    """Execute one run end to end. The follow-up run, if any, is announced on the page
+    but not launched: the caller launches it where it launches runs."""
+    return await RunExecution(run_id, task_id=task_id).execute()
+
+
+def db(function):
+    """``function`` on a database thread; runs do not queue behind one shared thread."""
+    return database_sync_to_async(function, thread_sensitive=False)
+
+
+class LLMSetupError(Exception):
+    """The run cannot start (no model, provider misconfigured)."""
+
+
+@dataclass
+class RunSetup:
+    """What the run executes with, loaded when it is claimed."""
+
+    run: Run
+    query: str
+    history: compaction.StoredHistory
+    start_seq: int
+    model: Any = None
+    llm: Any = None
+    registry: Any = None
+    error: str = ""  # why the agent cannot be built (shown to the user)
+
+
+class RunExecution:
+    def __init__(self, run_id: int, *, task_id: str = "") -> None:
+        self.run_id = run_id
+        self.task_id = task_id
+        self.token = CancelToken()
+        self.interrupts = InterruptQueue()
+        self.inject_ids: list[int] = []  # follow-ups handed to the engine, in order
+        self.taken_in = 0  # how many of them the engine took in (one Inject event each)
+        self.control = RunControl(run_id, token=self.token, deliver=self._deliver)
+        self.setup: RunSetup | None = None
+        self.publisher: RunPublisher | None = None
+        self.result: AgentResult | None = None
+        self.answered = False  # the answer is saved and the run closed
+        self.unsaved = False  # saving the answer failed
+        self.followup: Run | None = None
+        self.started = time.perf_counter()
+
+    async def execute(self) -> RunOutcome:
+        # Wake-ups are received before the claim: a Stop or follow-up saved from now on
+        # reaches the run; one saved before is seen by the claim or the first check.
+        await self.control.start()
+        try:
+            try:
+                self.setup = await db(self._prepare)()
+            except Exception:
+                logger.exception("run %s could not start", self.run_id)
+                await db(lifecycle.run_fail_unstarted)(self.run_id)
+                return RunOutcome(Run.Status.FAILED)
+            if self.setup is None:
+                logger.info("run %s was stopped before it started", self.run_id)
+                return RunOutcome(None)
+            self.control.start_heartbeat()
+            await self.control.check_rows()  # follow-ups saved while it was queued
+            status, error = await self._run_agent()
+        finally:
+            await self.control.stop()
+            llm = self.setup.llm if self.setup is not None else None
+            if llm is not None and hasattr(llm, "aclose"):
+                await llm.aclose()
+        await self._end(status, error)
+        logger.info(
+            "run %s finished: %s in %.2fs, %d frames, %d log writes, %d iterations%s",
+            self.run_id, status, time.perf_counter() - self.started,
+            self.publisher.frames_sent, self.publisher.db_writes,
+            self.result.iterations if self.result is not None else 0,
+            f", Celery task {self.task_id}" if self.task_id else "",
+        )  # fmt: skip
+        return RunOutcome(status, self.followup.pk if self.followup is not None else None)
+
+    # ------------------------------------------------------------------------ set-up
+    def _prepare(self) -> RunSetup | None:
+        """Claim the run and load what it executes with (one database thread hop)."""
+        run = lifecycle.run_claim(run_id=self.run_id, task_id=self.task_id)
+        if run is None:
+            return None
+        trigger = run.trigger_message
+        setup = RunSetup(
+            run=run,
+            query=trigger.content if trigger else "",
+            history=compaction.history_load(run=run),
+            start_seq=last_event_seq(run.conversation_id),
+        )
+        try:
+            setup.model, setup.llm, setup.registry = _build_agent_parts(run)
+        except LLMSetupError as exc:
+            setup.error = str(exc)
+        return setup
+
+    def _deliver(self, message_id: int, content: str) -> None:
+        # The id first: the engine's Inject event for this text is rendered against it.
+        self.inject_ids.append(message_id)
+        self.interrupts.put(content)
+
+    # ----------------------------------------------------------------------- the run
+    async def _run_agent(self) -> tuple[str, str]:
+        """Run the agent and stream its answer; the run's status and error."""
+        setup = self.setup
+        assert setup is not None
+        self.publisher = RunPublisher(
+            run_id=self.run_id, conversation_id=setup.run.conversation_id, start_seq=setup.start_seq
+        )
+        self.publisher.view.inject_ids = self.inject_ids
+        try:
+            if setup.error:
+                raise LLMSetupError(setup.error)
+            guard = compaction.context_guard_for(setup.model, setup.llm)
+            loaded = await compaction.compact_on_load(setup.history, query=setup.query, guard=guard)
+            if loaded.compacted:
+                await db(compaction.summary_store)(
+                    run_id=self.run_id, result=loaded, model_used=str(setup.model)
+                )
+                await self.publisher.on_event(
+                    Compact(loaded.original_messages, loaded.kept_messages)
+                )
+            agent = ReActAgent(
+                setup.llm,
+                setup.registry,
+                interrupt_queue=self.interrupts,
+                on_event=self._on_event,
+                cancel=self.token,
+                context_guard=guard,
+            )
+            self.result = await agent.run(setup.query, loaded.messages)
+            if self.result.status in (Run.Status.SUCCEEDED, Run.Status.PAUSED):
+                async for _chunk in agent.stream_answer(self.result, setup.query):
+                    pass
+            if self.unsaved:
+                return Run.Status.FAILED, UNSAVED_ANSWER
+            status, error = self.result.status, self.result.error or ""
+            if status == Run.Status.FAILED and not error:
+                error = self.result.answer
+            return status, error
+        except CancelledRun:
+            return Run.Status.CANCELLED, ""
+        except LLMSetupError as exc:
+            return Run.Status.FAILED, str(exc)
+        except LLMError as exc:
+            return Run.Status.FAILED, f"The language model request failed: {exc}"
+        except Exception as exc:  # the conversation must stay consistent whatever broke
+            logger.exception("run %s crashed", self.run_id)
+            return Run.Status.FAILED, (
+                f"The run stopped because of an internal error ({type(exc).__name__})."
+            )
+
+    async def _on_event(self, event: AgentEvent) -> None:
+        """The engine's events: the run's ``Done`` closes the run with its answer."""
+        assert self.publisher is not None
+        if isinstance(event, Inject):
+            self.taken_in += 1
+        if isinstance(event, Done) and self.result is not None:
+            await self._close_with_answer(event)
+            return
+        await self.publisher.on_event(event)
+
+    async def _close_with_answer(self, done: Done) -> None:
+        """Save the answer, close the run and write its done event in one transaction,
+        then send the done frame: by then the live footer can pin the answer, and a
+        message sent by someone who saw "done" starts a new run instead of joining this
+        one."""
+        publisher, setup, result = self.publisher, self.setup, self.result
+        assert publisher is not None and setup is not None and result is not None
+        outcome = {
+            "status": result.status,
+            "error": result.error or "",
+            "iterations": result.iterations,
+            "usage": done.usage,
+            "elapsed": time.perf_counter() - self.started,
+        }
+        entry = None
+        try:
+            await publisher.close()
+            entry = publisher.reserve(done.channel, done.to_dict())
+            message, self.followup = await db(lifecycle.run_close_with_answer)(
+                run=setup.run,
+                model=setup.model,
+                answer=done.answer,
+                outcome=outcome,
+                events=[entry],
+                taken_in=self.inject_ids[: self.taken_in],
+            )
+        except Exception:
+            logger.exception("run %s could not save its answer", self.run_id)
+            if entry is not None:
+                publisher.release(entry)
+            self.unsaved = True
+            return
+        publisher.view.assistant_message = message
+        self.answered = True
+        await publisher.send_written(entry)
+
+    # ------------------------------------------------------------------------ ending
+    async def _end(self, status: str, error: str) -> None:
+        """Report how the run ended, close it if its answer did not, announce the run
+        answering its left-over follow-ups."""
+        publisher, setup = self.publisher, self.setup
+        assert publisher is not None and setup is not None
+        try:
+            if status == Run.Status.FAILED:
+                ended = ErrorEvent(error or "The run failed.", "failed")
+                await publisher.publish(ended.channel, ended.to_dict())
+            elif status == Run.Status.CANCELLED:
+                ended = ErrorEvent("Stopped.", "cancelled")
+                await publisher.publish(ended.channel, ended.to_dict())
+            await publisher.close()
+        except Exception:  # the run is closed below all the same
+            logger.exception("run %s could not log how it ended", self.run_id)
+        if not self.answered:
+            result = self.result
+            self.followup = await db(lifecycle.run_close_unanswered)(
+                run=setup.run,
+                model=setup.model,
+                taken_in=self.inject_ids[: self.taken_in],
+                status=status,
+                error=error,
+                iterations=result.iterations if result is not None else 0,
+                usage=result.usage.to_dict() if result is not None else {},
+                elapsed=time.perf_counter() - self.started,
+            )
+        if self.followup is not None:
+            # On the page (and numbered in the log) before the new run's first frame.
+            messages = await db(_followup_messages)(self.followup.pk)
+            payload = {"run_id": self.followup.pk, "messages": messages}
+            try:
+                await publisher.publish("followup", payload)
+            except Exception:  # a reload shows the new run all the same
+                logger.exception("run %s could not announce its follow-up run", self.run_id)
+
+
+def _followup_messages(run_id: int) -> list[dict[str, Any]]:
+    return [
+        {"id": pk, "content": content, "pinned": pinned}
+        for pk, content, pinned in Message.objects.filter(run_id=run_id)
+        .order_by("seq")
+        .values_list("pk", "content", "pinned")
+    ]
+
+
+def _build_agent_parts(run: Run) -> tuple[Any, Any, Any]:
+    """The run's model row, LLM client and tool registry, re-checked at run start (an
+    admin may have disabled the model or changed its groups since it was picked)."""
+    from agentsite.errors import ApplicationError
+    from llms.selectors import default_model_for_user, model_get_for_user
+    from llms.services import build_llm
+    from tools.registry import ToolContext
+    from tools.services import tools_for_user
+
+    user = run.conversation.owner
+    model_id = run.conversation.model_id
+    if model_id is not None:
+        try:
+            model = model_get_for_user(user=user, model_id=model_id)
+        except ApplicationError as exc:
+            raise LLMSetupError(f"{exc.message} Pick another model for this conversation.") from exc
+    else:
+        model = default_model_for_user(user=user)
+    if model is None:
+        raise LLMSetupError(
+            "No language model is configured. An administrator can add one in the admin "
+            "(LLM providers and models)."
+        )
+    context = ToolContext(user_id=user.pk, conversation_id=run.conversation_id, run_id=run.pk)
+    return model, build_llm(model=model), tools_for_user(user=user, context=context)

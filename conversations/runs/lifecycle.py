@@ -1,0 +1,206 @@
+"""A run's state changes as its executor makes them: claimed, closed with or without an
+answer, its left-over follow-ups handed to the next run; and the sweep of runs whose
+process died. Sync functions (the executor calls them on a database thread)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from conversations.models import Conversation, Message, Run
+from conversations.numbering import next_message_seq
+from conversations.runs.publisher import (
+    Entry,
+    publish_events_sync,
+    publish_interrupted,
+    write_events,
+)
+from engine.events import ErrorEvent
+
+logger = logging.getLogger(__name__)
+
+# A queued run waits for a worker; in-process it starts at once, on Celery it may queue.
+QUEUED_TOO_LONG = {"embedded": timedelta(seconds=90), "celery": timedelta(minutes=15)}
+NEVER_STARTED = (
+    "The run never started (was the server restarted?). Send the message again to retry."
+)
+INTERRUPTED = (
+    "The run was interrupted: its worker stopped responding. "
+    "You can send the message again to retry."
+)
+COULD_NOT_START = "The run could not start because of an internal error. Send the message again."
+
+
+def run_claim(*, run_id: int, task_id: str = "") -> Run | None:
+    """Mark a queued run running; the run with its conversation and trigger message, or
+    None if it was not queued any more or its Stop came first."""
+    now = timezone.now()
+    fields: dict[str, Any] = {"status": Run.Status.RUNNING, "started_at": now, "heartbeat_at": now}
+    if task_id:
+        fields["task_id"] = task_id
+    claimed = Run.objects.filter(
+        pk=run_id, status=Run.Status.QUEUED, cancel_requested=False
+    ).update(**fields)
+    if not claimed:
+        return None
+    return Run.objects.select_related("conversation__owner", "trigger_message").get(pk=run_id)
+
+
+def run_close_with_answer(
+    *,
+    run: Run,
+    model: Any,
+    answer: str,
+    outcome: dict[str, Any],
+    events: list[Entry],
+    taken_in: list[int],
+) -> tuple[Message, Run | None]:
+    """Save the answer, close the run and write its last ``events``, in one transaction.
+
+    Returns the answer and the run answering left-over follow-ups (not launched), if any.
+    """
+    with transaction.atomic():
+        seq = next_message_seq(run.conversation_id)
+        write_events([(run.conversation_id, events)])
+        message = Message.objects.create(
+            conversation_id=run.conversation_id,
+            seq=seq,
+            role=Message.Role.ASSISTANT,
+            content=answer,
+            run=run,
+            usage=outcome.get("usage") or {},
+        )
+        followup = _close(run=run, model=model, taken_in=taken_in, **outcome)
+    return message, followup
+
+
+def run_close_unanswered(
+    *, run: Run, model: Any, taken_in: list[int], **outcome: Any
+) -> Run | None:
+    """Close a run that ended without an answer (its events are written by now);
+    returns the run answering left-over follow-ups, if any."""
+    with transaction.atomic():
+        # The conversation's row lock, as a message post takes it (see _close).
+        Conversation.objects.filter(pk=run.conversation_id).update(updated_at=timezone.now())
+        return _close(run=run, model=model, taken_in=taken_in, **outcome)
+
+
+def _close(
+    *,
+    run: Run,
+    model: Any,
+    taken_in: list[int],
+    status: str,
+    error: str = "",
+    iterations: int = 0,
+    usage: dict[str, Any] | None = None,
+    elapsed: float = 0.0,
+) -> Run | None:
+    """Mark the run finished; its follow-ups other than ``taken_in`` become a new run.
+
+    Those came too late, or while the answer was being written: no model call of this run
+    saw them. Called holding the conversation's row lock, as a message post does: a
+    follow-up posted meanwhile either committed before the query below, or sees this run
+    closed and starts its own.
+    """
+    Run.objects.filter(pk=run.pk).update(
+        status=status,
+        error=error if status != Run.Status.SUCCEEDED else "",
+        iterations=iterations,
+        usage=usage or {},
+        elapsed=elapsed,
+        finished_at=timezone.now(),
+    )
+    if usage and model is not None:
+        from llms.services import usage_record
+
+        # The model the run was built with (the conversation may have switched since).
+        usage_record(user=run.conversation.owner, model=model, usage=usage)
+    left_over = (
+        Message.objects.filter(run_id=run.pk, kind=Message.Kind.INJECT)
+        .exclude(pk__in=taken_in)
+        .order_by("seq")
+    )
+    return run_create_followup(run=run, message_ids=[m.pk for m in left_over])
+
+
+def run_create_followup(*, run: Run, message_ids: list[int]) -> Run | None:
+    """Make follow-ups ``run`` left over the input of a new run: they become ordinary
+    messages of the conversation, the last one its question. Not launched here."""
+    if not message_ids:
+        return None
+    with transaction.atomic(savepoint=False):
+        pending = list(
+            Message.objects.select_for_update()
+            .filter(pk__in=message_ids, run_id=run.pk, kind=Message.Kind.INJECT)
+            .order_by("seq")
+        )
+        if not pending:
+            return None
+        followup = Run.objects.create(
+            conversation_id=run.conversation_id, trigger_message=pending[-1]
+        )
+        Message.objects.filter(pk__in=[m.pk for m in pending]).update(
+            run=followup, kind=Message.Kind.CHAT
+        )
+    return followup
+
+
+def run_fail_unstarted(run_id: int) -> None:
+    """A run whose start crashed: failed with a message, never left "running"."""
+    updated = Run.objects.filter(pk=run_id, status__in=Run.ACTIVE_STATUSES).update(
+        status=Run.Status.FAILED, error=COULD_NOT_START, finished_at=timezone.now()
+    )
+    if updated:
+        publish_events_sync(
+            run=Run.objects.get(pk=run_id), events=[ErrorEvent(COULD_NOT_START, "failed")]
+        )
+
+
+# ---------------------------------------------------------------------------- sweep
+
+
+def stale_heartbeat() -> timedelta:
+    return timedelta(seconds=getattr(settings, "AGENTSITE_RUN_STALE_SECONDS", 90))
+
+
+def run_is_stale(run: Run) -> bool:
+    """Whether :func:`run_sweep_stale` may have something to do with this active run."""
+    now = timezone.now()
+    if run.status == Run.Status.RUNNING:
+        return run.heartbeat_at is None or run.heartbeat_at < now - stale_heartbeat()
+    return run.created_at < now - QUEUED_TOO_LONG[settings.AGENTSITE_EXECUTION]
+
+
+def run_sweep_stale(*, conversation: Conversation | None = None) -> int:
+    """Mark runs whose process stopped heart-beating as failed ("interrupted"), and
+    queued runs nobody started; never re-run them (tools may have side effects).
+    Returns the number of running runs swept."""
+    now = timezone.now()
+    running = Run.objects.filter(
+        status=Run.Status.RUNNING, heartbeat_at__lt=now - stale_heartbeat()
+    )
+    queued = Run.objects.filter(
+        status=Run.Status.QUEUED, created_at__lt=now - QUEUED_TOO_LONG[settings.AGENTSITE_EXECUTION]
+    )
+    if conversation is not None:
+        running = running.filter(conversation=conversation)
+        queued = queued.filter(conversation=conversation)
+    for run_id in queued.values_list("pk", flat=True):
+        Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
+            status=Run.Status.FAILED, error=NEVER_STARTED, finished_at=now
+        )
+    swept = 0
+    for run_id in running.values_list("pk", flat=True):
+        updated = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
+            status=Run.Status.FAILED, error=INTERRUPTED, finished_at=timezone.now()
+        )
+        if updated:
+            swept += 1
+            publish_interrupted(run_id=run_id)
+    return swept

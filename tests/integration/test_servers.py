@@ -1,0 +1,46 @@
+"""``agentsite-server`` is daphne as shipped, on the configured event loop: plain daphne
+serves the same app the same way (embedded mode: daphne alone, on SQLite)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.stack import Browser, Frames, run_id_of, running_stack
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.parametrize(
+    ("server", "loop"),
+    [("agentsite-server", "uvloop.Loop"), ("daphne", "asyncio.unix_events._UnixSelectorEventLoop")],
+)
+async def test_a_chat_streams_the_same_under_either_server(server: str, loop: str) -> None:
+    with running_stack(mode="embedded", server=server) as stack:
+        stack.script(
+            rules=[
+                {
+                    "contains": "SERVERS",
+                    "in": "any",
+                    "responses": [
+                        {"content": "Worked it out."},
+                        {"chunks": ["Served ", "as ", "usual."], "chunk_delay": 0.05},
+                    ],
+                }
+            ]
+        )
+        async with Browser(stack.base_url) as browser:
+            await browser.login()
+            conversation_id = await browser.new_conversation()
+            async with Frames(browser.socket(conversation_id), describe=stack.logs) as frames:
+                run_id = run_id_of(await browser.send(conversation_id, "SERVERS: hello"))
+                done = await frames.wait(
+                    lambda f: f'id="footer-{run_id}"' in f, timeout=20, what="the run's end"
+                )
+            page = await browser.http.get(f"/c/{conversation_id}/")
+
+        streamed = "".join(f for f in frames.frames if f"beforeend:#answer-{run_id}" in f)
+        for word in ("Served", "as", "usual."):
+            assert word in streamed
+        assert "<p>Served as usual.</p>" in done
+        assert page.status_code == 200 and "Served as usual." in page.text
+        assert f"serving on {loop}" in stack.daphne.text()
