@@ -48,6 +48,19 @@ def conversation_group(conversation_id: int) -> str:
     return f"conversation.{conversation_id}"
 
 
+def frame(entry: Entry, html: str) -> dict[str, Any]:
+    """The channel-layer message of a logged event: its fields and its rendered HTML."""
+    seq, run_id, channel, payload = entry
+    return {
+        "type": "run.event",
+        "seq": seq,
+        "run_id": run_id,
+        "channel": channel,
+        "payload": payload,
+        "html": html,
+    }
+
+
 class RunPublisher:
     """The events of one run, numbered after ``start_seq`` (the run is the conversation's
     only writer of events while it is active)."""
@@ -150,16 +163,9 @@ class RunPublisher:
 
     async def send(self, entries: list[Entry]) -> None:
         """Send the frames of written entries, in order (rendered against the run's view)."""
-        for seq, run_id, channel, payload in entries:
-            html = self.view.apply(seq, channel, payload)
-            message = {
-                "type": "run.event",
-                "seq": seq,
-                "run_id": run_id,
-                "channel": channel,
-                "payload": payload,
-                "html": html,
-            }
+        for entry in entries:
+            seq, run_id, channel, payload = entry
+            message = frame(entry, self.view.apply(seq, channel, payload))
             try:
                 await self.layer.group_send(self.group, message)
             except Exception:  # the event is logged: readers refill from the log
@@ -327,14 +333,7 @@ def publish_events_sync(*, run: Run, events: list[AgentEvent]) -> None:
     if layer is None:
         return
     for seq, channel, payload in frames:
-        message = {
-            "type": "run.event",
-            "seq": seq,
-            "run_id": run.pk,
-            "channel": channel,
-            "payload": payload,
-            "html": view.apply(seq, channel, payload),
-        }
+        message = frame((seq, run.pk, channel, payload), view.apply(seq, channel, payload))
         try:
             async_to_sync(layer.group_send)(conversation_group(run.conversation_id), message)
         except Exception:  # logged: readers refill from the log
