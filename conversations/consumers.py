@@ -3,18 +3,23 @@
 Connect: authenticate, join the group, check ownership and catch up from the log (not
 the owner: leave the group and close), ``accept()`` last. The catch-up re-renders every
 run with events after the page's last one (``?after=N``) as one idempotent block; live
-frames numbered at or below what was caught up are dropped, so a reconnect never loses
-or doubles anything (events are logged before their frames are sent).
+frames numbered at or below what was caught up are dropped. A live frame numbered past
+it means events were sent before the socket joined and not yet logged: once they are, the
+runs are caught up again (:func:`conversations.eventlog.read_through`); and the log is
+read once more shortly after the connect, for such events when no frame follows them. A
+reconnect never loses or doubles anything.
 """
 
 from __future__ import annotations
 
+import asyncio
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from conversations import selectors
+from conversations.eventlog import REREAD_AFTER, read_through
 from conversations.runs.publisher import conversation_group
 
 
@@ -42,18 +47,51 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         await self.accept()
         for html in frames:
             await self.send(text_data=html)
+        self.reread = asyncio.ensure_future(self._reread_later())
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "group"):
+            self.reread.cancel()
             await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def _reread_later(self) -> None:
+        """Queue a re-read of the log behind the frames that arrive meanwhile."""
+        await asyncio.sleep(REREAD_AFTER)
+        await self.channel_layer.send(self.channel_name, {"type": "log.reread"})
+
+    async def log_reread(self, message: dict) -> None:
+        await self._catch_up(through=self.last_seq)
+
+    async def dispatch(self, message: dict) -> None:
+        """Live frames go straight to their handler: channels' ``dispatch`` first closes
+        stale database connections on its one shared sync thread, a thread hop per frame
+        for a handler that touches no database."""
+        if message.get("type") == "run.event":
+            await self.run_event(message)
+            return
+        await super().dispatch(message)
 
     async def run_event(self, message: dict) -> None:
         """A live event from the publisher: forward its rendered frame once."""
-        if message["seq"] <= self.last_seq:
+        seq = message["seq"]
+        if seq > self.last_seq + 1:  # sent before this socket joined: catch up first
+            await self._catch_up(through=seq - 1)
+        if seq <= self.last_seq:
             return
-        self.last_seq = message["seq"]
+        self.last_seq = seq
         if message.get("html"):
             await self.send(text_data=message["html"])
+
+    async def _catch_up(self, *, through: int) -> None:
+        """Re-render the runs with logged events after the last frame sent, once the log
+        holds ``through``."""
+        if through > self.last_seq:
+            await read_through(self.conversation_id, self.last_seq, through)
+        frames, self.last_seq = await database_sync_to_async(
+            selectors.catch_up_frames, thread_sensitive=False
+        )(conversation_id=self.conversation_id, after_seq=self.last_seq)
+        for html in frames:
+            await self.send(text_data=html)
 
 
 def _after(scope) -> int:

@@ -20,6 +20,7 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from agentsite.errors import ApplicationError
 from conversations import selectors
 from conversations.api.auth import api_view
+from conversations.eventlog import REREAD_AFTER, read_through
 from conversations.models import Run, RunEvent
 from conversations.numbering import last_event_seq
 from conversations.runs.publisher import Entry, conversation_group
@@ -103,11 +104,12 @@ def sse_frame(seq: int, channel: str, payload: Any) -> bytes:
 async def event_stream(conversation_id: int, after: int, *, follow: bool) -> AsyncIterator[bytes]:
     """Replay events after ``after`` from the log, then follow the live group.
 
-    Joins the group *before* reading the log, so an event is either in the replay or
-    arrives live (or both: live ones at or below the last sent id are dropped). If the
-    layer ever drops a frame (a full or expired channel), the gap in the ids, or the
-    next idle heartbeat tick, fills it from the log. Ends after a terminal event when no
-    other run is pending, unless ``follow``.
+    Joins the group *before* reading the log, so an event is in the replay, arrives live,
+    or (sent before the join, not yet written) shows as a gap in the live ids, filled
+    from the log once it is written; live ones at or below the last sent id are dropped.
+    A frame the layer dropped (a full or expired channel) is filled the same way, or at
+    the next idle heartbeat tick. Ends after a terminal event when no other run is
+    pending, unless ``follow``.
     """
     layer = get_channel_layer()
     group = conversation_group(conversation_id)
@@ -121,11 +123,13 @@ async def event_stream(conversation_id: int, after: int, *, follow: bool) -> Asy
             last = seq
         if not follow and not await db(_more_expected)(conversation_id, replay):
             return
-        interval = heartbeat_interval()
+        # The first wait is short: what was sent before the join is written by then.
+        interval = min(REREAD_AFTER, heartbeat_interval())
         while True:
             try:
                 message = await asyncio.wait_for(layer.receive(channel), timeout=interval)
             except TimeoutError:
+                interval = heartbeat_interval()
                 entries = await db(selectors.events_after)(conversation_id, last)
                 if not entries:
                     yield HEARTBEAT_FRAME
@@ -133,11 +137,11 @@ async def event_stream(conversation_id: int, after: int, *, follow: bool) -> Asy
             else:
                 if message.get("type") != "run.event" or message["seq"] <= last:
                     continue
-                entries = [
-                    (message["seq"], message["run_id"], message["channel"], message["payload"])
-                ]
-                if message["seq"] > last + 1:
-                    entries = await db(selectors.events_after)(conversation_id, last)
+                live = (message["seq"], message["run_id"], message["channel"], message["payload"])
+                entries = [live]
+                if live[0] > last + 1:
+                    logged = await read_through(conversation_id, last, live[0] - 1)
+                    entries = [entry for entry in logged if entry[0] < live[0]] + [live]
             for seq, run_id, event, payload in entries:
                 if seq <= last:
                     continue

@@ -1,16 +1,17 @@
-"""Engine events -> the event log -> the conversation's live frames.
+"""Engine events -> the conversation's live frames and the event log.
 
-An event is written to the log (``RunEvent`` rows) before its frame is sent to the
-conversation's channel-layer group, so the log is the only place events are kept: a
-reader that joins the group and then reads the log misses nothing (an event is either in
-the rows it read or arrives live afterwards) and drops live frames it already read, by
-number.
+An event's frame goes to the conversation's channel-layer group at once; its row in the
+log (``RunEvent``) is written shortly after: one transaction per event loop every
+``FLUSH_INTERVAL`` carries the events of every run on it, and the events that must be
+durable before work goes on (a tool call about to run, the end of a run) are written at
+once. The log is the only store of events. A reader joins the group, reads the log, and
+drops live frames it already read (by number); a frame numbered past what it read means
+events were sent before it joined and not yet written: it waits for them to reach the log
+(:func:`conversations.eventlog.read_through`).
 
-Writes are group commits. One :class:`EventWriter` per event loop takes what every run
-on the loop has ready, writes it in one transaction, sends the frames, and starts again.
-Alone, an event waits for one small write. Under load one write carries the events of
-many runs, and each run's answer deltas merge into one frame while the previous write is
-in flight: the frame rate falls instead of a queue growing.
+Answer deltas are coalesced: a delta arriving on a quiet stream goes out at once; while
+frames flow, later deltas merge into at most one frame per ``FRAME_INTERVAL``, and into
+fewer when sending a frame gets slow (the process is saturated).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
-from django.db import DatabaseError, transaction
+from django.db import transaction
 
 from conversations.models import Conversation, Message, Run, RunEvent
 from conversations.numbering import last_event_seq
@@ -35,13 +36,14 @@ logger = logging.getLogger(__name__)
 
 Entry = tuple[int, int, str, dict[str, Any]]  # (seq, run_id, channel, payload)
 
-# Answer deltas of one run go out at most this often while they arrive close together.
 FRAME_INTERVAL = 0.05
 # A delta arriving at least this long after the previous one is not part of a burst: it
 # goes out at once (a steady 20 tokens/s stream never waits).
 IDLE_GAP = 0.025
-# A failed write is retried after these pauses (seconds) before the runs are told.
-WRITE_RETRY_DELAYS = (0.2, 1.0, 3.0)
+# Sending a frame normally takes well under a millisecond; when it takes this long the
+# process is saturated, and deltas are batched even if they trickle in.
+BUSY_SEND_COST = 0.01
+FLUSH_INTERVAL = 0.5
 
 
 def conversation_group(conversation_id: int) -> str:
@@ -49,7 +51,7 @@ def conversation_group(conversation_id: int) -> str:
 
 
 def frame(entry: Entry, html: str) -> dict[str, Any]:
-    """The channel-layer message of a logged event: its fields and its rendered HTML."""
+    """The channel-layer message of an event: its fields and its rendered HTML."""
     seq, run_id, channel, payload = entry
     return {
         "type": "run.event",
@@ -59,6 +61,14 @@ def frame(entry: Entry, html: str) -> dict[str, Any]:
         "payload": payload,
         "html": html,
     }
+
+
+def _written_at_once(channel: str, payload: dict[str, Any]) -> bool:
+    """Events logged before the run goes on: the model's tool call (before the tool runs),
+    how the run ended, the run answering its left-over follow-ups."""
+    if channel == "step":
+        return payload.get("type") == "iteration" and payload.get("status") == "start"
+    return channel in ("done", "error", "followup")
 
 
 class RunPublisher:
@@ -74,44 +84,53 @@ class RunPublisher:
         self.group = conversation_group(conversation_id)
         self.frames_sent = 0
         self.db_writes = 0
-        self.failure: BaseException | None = None
-        self._ready: list[Entry] = []
-        self._delta = ""  # answer text not yet in an entry
-        self._delta_due = False
+        self.unwritten: list[Entry] = []
+        self._pending_delta = ""
+        self._last_frame_at = 0.0
         self._last_delta_at = 0.0
-        self._last_delta_frame_at = 0.0
-        self._delta_timer: asyncio.TimerHandle | None = None
-        self._sent_seq = start_seq
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._send_cost = 0.0  # moving average of one frame's send time
+        self._delta_task: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
 
-    # what the run calls ---------------------------------------------------------------
     async def on_event(self, event: AgentEvent) -> None:
         """The engine's ``on_event`` callback."""
         if isinstance(event, AnswerDelta):
-            self._add_delta(event.content)
+            await self._on_delta(event.content)
             return
+        await self.send_pending_delta()
         await self.publish(event.channel, event.to_dict())
 
     async def publish(self, channel: str, payload: dict[str, Any]) -> int:
-        """Log and send one event (after the answer text so far); its number once sent."""
-        self._raise_failure()
-        self._take_delta()
-        seq = self._add(channel, payload)
-        writer().notify(self)
-        await self._sent_through(seq)
-        return seq
+        """Send one event's frame, then log it (at once if work must not go on before)."""
+        async with self._lock:
+            started = self._last_frame_at = time.monotonic()
+            self.seq += 1
+            entry: Entry = (self.seq, self.run_id, channel, payload)
+            self.unwritten.append(entry)
+            await self._send(entry)
+            self._send_cost = 0.8 * self._send_cost + 0.2 * (time.monotonic() - started)
+        if _written_at_once(channel, payload):
+            await self.flush()
+        else:
+            writer().flush_soon(self)
+        return entry[0]
+
+    async def flush(self) -> None:
+        """Write this run's events not yet in the log, now."""
+        await writer().write([self])
 
     async def close(self) -> None:
-        """Log and send everything still pending."""
-        self._delta_due = True
-        self._take_delta()
-        if self._ready:
-            writer().notify(self)
-        await self._sent_through(self.seq)
+        """Send the pending answer text and write every event not yet in the log."""
+        await self.send_pending_delta()
+        if self._delta_task is not None and not self._delta_task.done():
+            # Let the timer finish (it finds the buffer empty): cancelled mid-send it could
+            # lose a frame; abandoned, it would outlive the run.
+            await self._delta_task
+        await self.flush()
 
     def reserve(self, channel: str, payload: dict[str, Any]) -> Entry:
-        """Number an event the caller writes itself (the run's last, with its answer);
-        send it with :meth:`send_written`. Call after :meth:`close`."""
+        """Number an event the caller writes itself (the run's last, with its answer, in
+        one transaction); send it with :meth:`send_written`. Call after :meth:`close`."""
         self.seq += 1
         return (self.seq, self.run_id, channel, payload)
 
@@ -121,149 +140,97 @@ class RunPublisher:
             self.seq -= 1
 
     async def send_written(self, entry: Entry) -> None:
-        await self.send([entry])
+        await self._send(entry)
+
+    async def _send(self, entry: Entry) -> None:
+        seq, _run_id, channel, payload = entry
+        try:
+            await self.layer.group_send(
+                self.group, frame(entry, self.view.apply(seq, channel, payload))
+            )
+        except Exception:  # the event is logged all the same: readers refill from the log
+            logger.warning("could not send event %s of run %s", seq, self.run_id, exc_info=True)
+        self.frames_sent += 1
 
     # deltas ---------------------------------------------------------------------------
-    def _add_delta(self, content: str) -> None:
+    @property
+    def frame_interval(self) -> float:
+        """~50 ms, stretched when sending a frame gets slow: a saturated process sends
+        fewer, larger frames instead of falling behind."""
+        return max(FRAME_INTERVAL, 4 * self._send_cost)
+
+    async def _on_delta(self, content: str) -> None:
         if not content:
             return
         now = time.monotonic()
-        burst = now - self._last_delta_at < IDLE_GAP
+        # Quiet: the previous delta came a while ago (not the previous frame: that would
+        # phase-lock a steady 20 tokens/s stream into waiting).
+        quiet = now - self._last_delta_at >= IDLE_GAP and self._send_cost < BUSY_SEND_COST
         self._last_delta_at = now
-        self._delta += content
-        wait = FRAME_INTERVAL - (now - self._last_delta_frame_at)
-        if not burst or wait <= 0:
-            self._mark_delta_due()
-        elif self._delta_timer is None:
-            self._delta_timer = asyncio.get_running_loop().call_later(wait, self._mark_delta_due)
-
-    def _mark_delta_due(self) -> None:
-        self._delta_timer = None
-        self._delta_due = True
-        writer().notify(self)
-
-    def _take_delta(self) -> None:
-        """The pending answer text becomes an entry (before any later event)."""
-        if not self._delta:
+        if quiet and not self._pending_delta:
+            await self.publish("answer", {"status": "delta", "content": content})
             return
-        if self._delta_timer is not None:
-            self._delta_timer.cancel()
-            self._delta_timer = None
-        self._add("answer", {"status": "delta", "content": self._delta})
-        self._delta, self._delta_due = "", False
-        self._last_delta_frame_at = time.monotonic()
+        self._pending_delta += content
+        if self._delta_task is None or self._delta_task.done():
+            delay = max(0.0, self.frame_interval - (now - self._last_frame_at))
+            self._delta_task = asyncio.ensure_future(self._delayed_delta(delay))
 
-    # what the writer calls ------------------------------------------------------------
-    def take_ready(self) -> list[Entry]:
-        """Entries to write now: the events, and the answer text if its frame is due."""
-        if self._delta_due:
-            self._take_delta()
-        ready, self._ready = self._ready, []
-        return ready
+    async def _delayed_delta(self, delay: float) -> None:
+        await asyncio.sleep(delay)
+        await self.send_pending_delta()
 
-    async def send(self, entries: list[Entry]) -> None:
-        """Send the frames of written entries, in order (rendered against the run's view)."""
-        for entry in entries:
-            seq, run_id, channel, payload = entry
-            message = frame(entry, self.view.apply(seq, channel, payload))
-            try:
-                await self.layer.group_send(self.group, message)
-            except Exception:  # the event is logged: readers refill from the log
-                logger.warning("could not send event %s of run %s", seq, run_id, exc_info=True)
-            self.frames_sent += 1
-            self._sent_seq = seq
-        self._wake_waiters()
-
-    def fail(self, error: BaseException, entries: list[Entry]) -> None:
-        """``entries`` could not be written: nothing of them is sent; waiters get ``error``."""
-        logger.error("run %s lost %d events: %s", self.run_id, len(entries), error)
-        self.failure = error
-        self._wake_waiters()
-
-    # helpers --------------------------------------------------------------------------
-    def _add(self, channel: str, payload: dict[str, Any]) -> int:
-        self.seq += 1
-        self._ready.append((self.seq, self.run_id, channel, payload))
-        return self.seq
-
-    def _raise_failure(self) -> None:
-        if self.failure is not None:
-            raise RuntimeError("the run's events could not be saved") from self.failure
-
-    async def _sent_through(self, seq: int) -> None:
-        if self._sent_seq >= seq:
-            return
-        self._raise_failure()
-        waiter = asyncio.get_running_loop().create_future()
-        self._waiters.append((seq, waiter))
-        await waiter
-
-    def _wake_waiters(self) -> None:
-        still = []
-        for seq, waiter in self._waiters:
-            if waiter.done():
-                continue
-            if self.failure is not None:
-                waiter.set_exception(RuntimeError("the run's events could not be saved"))
-            elif seq <= self._sent_seq:
-                waiter.set_result(None)
-            else:
-                still.append((seq, waiter))
-        self._waiters = still
+    async def send_pending_delta(self) -> None:
+        """Send the answer text held back, if any. Never cancels the timed send: it may be
+        inside publish() already; sending now empties the buffer, the timer finds none."""
+        content, self._pending_delta = self._pending_delta, ""
+        if content:
+            await self.publish("answer", {"status": "delta", "content": content})
 
 
 class EventWriter:
-    """Writes the ready events of every run on one event loop, then sends their frames."""
+    """Writes the unwritten events of every run on one event loop, in one transaction.
+
+    A write per run and event would be a transaction per streamed frame: this writer
+    takes every run's unwritten events every ``FLUSH_INTERVAL`` and writes them together;
+    runs that need theirs durable at once call :meth:`write` themselves. Events leave a
+    run's ``unwritten`` list only once their rows committed; a failed write keeps them for
+    the next round (a retry of a write that did commit ignores its own rows).
+    """
 
     def __init__(self) -> None:
-        self._waiting: dict[int, RunPublisher] = {}
-        self._task: asyncio.Task[None] | None = None
+        self._soon: dict[int, RunPublisher] = {}
+        self._timer: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
 
-    def notify(self, publisher: RunPublisher) -> None:
-        """``publisher`` has something ready (written by the current or the next round)."""
-        self._waiting[id(publisher)] = publisher
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._drain())
+    def flush_soon(self, publisher: RunPublisher) -> None:
+        self._soon[id(publisher)] = publisher
+        if self._timer is None or self._timer.done():
+            self._timer = asyncio.ensure_future(self._write_later())
 
-    async def _drain(self) -> None:
-        while self._waiting:
-            publishers, self._waiting = list(self._waiting.values()), {}
-            batch = [(publisher, publisher.take_ready()) for publisher in publishers]
-            batch = [(publisher, entries) for publisher, entries in batch if entries]
-            try:
-                written = await self._write(batch) if batch else []
-                for publisher, entries in written:
-                    publisher.db_writes += 1
-                    await publisher.send(entries)
-            except Exception as error:  # no run may wait for ever on a writer that died
-                logger.exception("the event writer failed")
-                for publisher, entries in batch:
-                    publisher.fail(error, entries)
+    async def _write_later(self) -> None:
+        await asyncio.sleep(FLUSH_INTERVAL)
+        publishers, self._soon = list(self._soon.values()), {}
+        try:
+            await self.write(publishers)
+        except Exception:  # kept in the runs' lists: the next round retries
+            logger.exception("writing the event log of %d runs failed", len(publishers))
+            for publisher in publishers:
+                self._soon.setdefault(id(publisher), publisher)
+        if self._soon:
+            self._timer = asyncio.ensure_future(self._write_later())
 
-    async def _write(
-        self, batch: list[tuple[RunPublisher, list[Entry]]]
-    ) -> list[tuple[RunPublisher, list[Entry]]]:
-        """Write ``batch`` in one transaction, retrying; if it keeps failing, each run's
-        part on its own (one run's bad row must not lose the others'). What was written."""
-        for delay in (*WRITE_RETRY_DELAYS, None):
-            try:
-                await _in_thread(write_events)([(p.conversation_id, e) for p, e in batch])
-                return batch
-            except DatabaseError as error:
-                if delay is None:
-                    logger.warning("writing the event log failed (%s); run by run", error)
-                    break
-                logger.warning("writing the event log failed (%s); retrying", error)
-                await asyncio.sleep(delay)
-        written = []
-        for publisher, entries in batch:
-            try:
-                await _in_thread(write_events)([(publisher.conversation_id, entries)])
-            except DatabaseError as error:
-                publisher.fail(error, entries)
-            else:
-                written.append((publisher, entries))
-        return written
+    async def write(self, publishers: list[RunPublisher]) -> None:
+        """Write the unwritten events of ``publishers`` now (one transaction, in order)."""
+        async with self._lock:
+            batches = [(p, list(p.unwritten)) for p in publishers if p.unwritten]
+            if not batches:
+                return
+            await database_sync_to_async(write_events, thread_sensitive=False)(
+                [(p.conversation_id, entries) for p, entries in batches]
+            )
+            for publisher, entries in batches:
+                del publisher.unwritten[: len(entries)]
+                publisher.db_writes += 1
 
 
 _writers: PerLoop[EventWriter] = PerLoop(EventWriter)
@@ -272,11 +239,6 @@ _writers: PerLoop[EventWriter] = PerLoop(EventWriter)
 def writer() -> EventWriter:
     """The running loop's event writer."""
     return _writers.get()
-
-
-def _in_thread(function):
-    """``function`` on a database thread (runs must not queue behind one shared thread)."""
-    return database_sync_to_async(function, thread_sensitive=False)
 
 
 def write_events(batches: list[tuple[int, list[Entry]]]) -> None:

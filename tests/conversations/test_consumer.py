@@ -13,7 +13,7 @@ from channels.testing import HttpCommunicator, WebsocketCommunicator
 from agentsite.asgi import application
 from conversations import selectors, services
 from conversations.runs import lifecycle
-from conversations.runs.publisher import RunPublisher
+from conversations.runs.publisher import IDLE_GAP, RunPublisher
 from engine.events import AnswerDelta, IterationDone, IterationStart, ThinkingStart
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -114,6 +114,47 @@ async def test_a_connect_after_the_last_event_sends_nothing(client, user, setup_
     await socket.disconnect()
 
     socket = await open_socket(conversation.pk, cookie, after=last_seq)
+    assert await socket.receive_nothing(timeout=0.2)
+    await socket.disconnect()
+
+
+async def test_a_socket_joining_mid_stream_gets_what_was_sent_before_it(
+    client, user, setup_run
+):
+    """Frames sent before the page joined, not yet in the log when it read it: the next
+    frame shows the gap, and the page is caught up once they are logged."""
+    conversation, run = await sync_to_async(setup_run)()
+    cookie = await sync_to_async(login_cookie)(client, user)
+    publisher = RunPublisher(run_id=run.pk, conversation_id=conversation.pk, start_seq=0)
+    await publisher.on_event(AnswerDelta("Sent before "))  # out, not yet logged
+    socket = await open_socket(conversation.pk, cookie, after=0)
+    await asyncio.sleep(2 * IDLE_GAP)
+    await publisher.on_event(AnswerDelta("the page joined."))
+
+    seen = ""
+    while "the page joined." not in seen:
+        seen += await socket.receive_from(timeout=5)
+
+    assert seen.index("Sent before") < seen.index("the page joined.")
+    assert seen.count("Sent before") == 1
+    await publisher.close()
+    await socket.disconnect()
+
+
+async def test_a_socket_joining_while_the_run_waits_is_caught_up_from_the_log(
+    client, user, setup_run
+):
+    """No frame follows (the run waits on a tool): the page reads the log again."""
+    conversation, run = await sync_to_async(setup_run)()
+    cookie = await sync_to_async(login_cookie)(client, user)
+    publisher = RunPublisher(run_id=run.pk, conversation_id=conversation.pk, start_seq=0)
+    await publisher.on_event(AnswerDelta("Sent before the page joined."))
+    socket = await open_socket(conversation.pk, cookie, after=0)
+
+    frame = await socket.receive_from(timeout=5)
+
+    assert f'id="run-{run.pk}"' in frame and "Sent before the page joined." in frame
+    await publisher.close()
     assert await socket.receive_nothing(timeout=0.2)
     await socket.disconnect()
 

@@ -1,10 +1,10 @@
-"""The publisher: an event is in the log before its frame goes out, deltas merge under
-load and are never lost, the runs of one loop share their writes."""
+"""The publisher: frames go out at once and every event reaches the log; a tool call is
+logged before the run goes on; deltas merge and are never lost; the runs of one loop
+share their log writes."""
 
 from __future__ import annotations
 
 import asyncio
-import threading
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -13,28 +13,22 @@ from django.db import DatabaseError
 from conversations import services
 from conversations.models import RunEvent
 from conversations.runs import publisher
-from engine.events import AnswerDelta, AnswerDone, ThinkingStart
+from engine.events import AnswerDelta, AnswerDone, IterationStart, ThinkingStart
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-class RecordingLayer:
-    """A channel layer that records what was sent, whether it was logged by then, and can
-    hold a send open."""
+class GatedLayer:
+    """A channel layer that records what was sent and can hold a send open."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, dict]] = []
-        self.logged_when_sent: list[bool] = []
         self.hold = asyncio.Event()
         self.hold.set()
         self.entered = asyncio.Event()
 
     async def group_send(self, group: str, message: dict) -> None:
         self.entered.set()
-        logged = await sync_to_async(
-            RunEvent.objects.filter(run_id=message["run_id"], seq=message["seq"]).exists
-        )()
-        self.logged_when_sent.append(logged)
         await self.hold.wait()
         self.sent.append((message["channel"], message["payload"]))
 
@@ -52,35 +46,51 @@ def new_run(user, no_launch):
     return sync_to_async(make)
 
 
-async def make_publisher(new_run, layer: RecordingLayer) -> publisher.RunPublisher:
+async def make_publisher(new_run, layer: GatedLayer | None = None) -> publisher.RunPublisher:
     conversation_id, run_id = await new_run()
     pub = publisher.RunPublisher(run_id=run_id, conversation_id=conversation_id, start_seq=0)
-    pub.layer = layer
+    pub.layer = layer or GatedLayer()
     return pub
 
 
-async def logged_contents(run_id: int) -> list[str]:
-    return [
-        e.payload.get("content", "")
-        async for e in RunEvent.objects.filter(run_id=run_id, channel="answer").order_by("seq")
-    ]
+async def logged(run_id: int) -> list[tuple[int, str, dict]]:
+    rows = RunEvent.objects.filter(run_id=run_id).order_by("seq")
+    return [(row.seq, row.channel, row.payload) async for row in rows]
 
 
-async def test_every_frame_is_logged_before_it_is_sent(new_run):
-    layer = RecordingLayer()
+async def test_frames_go_out_at_once_and_every_event_reaches_the_log(new_run):
+    layer = GatedLayer()
     pub = await make_publisher(new_run, layer)
 
     await pub.on_event(ThinkingStart(1))
     await pub.on_event(AnswerDelta("Hello"))
+    assert [c for c, _p in layer.sent] == ["step", "answer"]  # sent before any write
     await pub.on_event(AnswerDone())
     await pub.close()
 
-    assert [c for c, _p in layer.sent] == ["step", "answer", "answer"]
-    assert layer.logged_when_sent == [True, True, True]
+    assert [(seq, channel) for seq, channel, _p in await logged(pub.run_id)] == [
+        (1, "step"),
+        (2, "answer"),
+        (3, "answer"),
+    ]
+
+
+async def test_a_tool_call_is_logged_before_the_run_goes_on(new_run):
+    pub = await make_publisher(new_run)
+
+    await pub.on_event(ThinkingStart(1))
+    await pub.on_event(IterationStart(1, "calculator", {"expression": "1+1"}))
+
+    rows = await logged(pub.run_id)  # no flush round has passed yet
+    assert [(channel, payload.get("type")) for _s, channel, payload in rows] == [
+        ("step", "thinking"),
+        ("step", "iteration"),
+    ]
+    await pub.close()
 
 
 async def test_a_burst_is_merged_into_few_frames_and_nothing_is_lost(new_run):
-    layer = RecordingLayer()
+    layer = GatedLayer()
     pub = await make_publisher(new_run, layer)
 
     for i in range(200):  # all at once: far faster than one frame per interval
@@ -90,19 +100,19 @@ async def test_a_burst_is_merged_into_few_frames_and_nothing_is_lost(new_run):
     expected = "".join(f"t{i} " for i in range(200))
     assert layer.text() == expected
     assert len(layer.sent) < 10  # the first delta alone, then merged
-    assert "".join(await logged_contents(pub.run_id)) == expected
+    assert "".join(p["content"] for _s, _c, p in await logged(pub.run_id)) == expected
 
 
 async def test_a_delta_mid_send_is_not_lost_when_the_answer_ends(new_run):
-    layer = RecordingLayer()
+    layer = GatedLayer()
     pub = await make_publisher(new_run, layer)
-    await pub.on_event(AnswerDelta("a"))  # a trickle: written and sent at once
+    await pub.on_event(AnswerDelta("a"))  # a quiet stream: sent at once
+    await pub.on_event(AnswerDelta("b"))  # right behind it: held, a timed send scheduled
     layer.hold.clear()
     layer.entered.clear()
-    await asyncio.wait_for(layer.entered.wait(), 5)  # "a" is being sent now
-    await pub.on_event(AnswerDelta("b"))  # arrives meanwhile
-    ended = asyncio.ensure_future(pub.on_event(AnswerDone()))  # and the answer ends
-    await asyncio.sleep(0.05)
+    await asyncio.wait_for(layer.entered.wait(), 5)  # the timed send is now inside publish()
+    ended = asyncio.ensure_future(pub.on_event(AnswerDone()))  # the answer ends meanwhile
+    await asyncio.sleep(0)
     layer.hold.set()
     await asyncio.wait_for(ended, 5)
     await pub.close()
@@ -111,31 +121,21 @@ async def test_a_delta_mid_send_is_not_lost_when_the_answer_ends(new_run):
     assert layer.sent[-1] == ("answer", {"status": "done"})
 
 
-async def test_while_a_write_is_slow_the_deltas_behind_it_merge(new_run, monkeypatch):
-    """Under load a run sends fewer, larger frames instead of queueing them."""
-    layer = RecordingLayer()
+async def test_a_saturated_process_batches_even_a_trickle(new_run):
+    """When sending a frame has become slow, every delta waits for the next batch."""
+    layer = GatedLayer()
     pub = await make_publisher(new_run, layer)
-    real_write = publisher.write_events
-    writing, release = threading.Event(), threading.Event()
+    pub._send_cost = 2 * publisher.BUSY_SEND_COST  # as measured under overload
 
-    def slow_write(batches):
-        writing.set()
-        assert release.wait(10)
-        real_write(batches)
-
-    monkeypatch.setattr(publisher, "write_events", slow_write)
-    await pub.on_event(AnswerDelta("first "))
-    assert await asyncio.to_thread(writing.wait, 10)
-    for word in ("second ", "third ", "fourth"):
-        await asyncio.sleep(2 * publisher.IDLE_GAP)  # each a trickle of its own
-        await pub.on_event(AnswerDelta(word))
-    release.set()
+    await pub.on_event(AnswerDelta("a"))  # would go out at once on an idle process
+    await pub.on_event(AnswerDelta("b"))
+    assert layer.sent == []
     await pub.close()
 
-    assert [p["content"] for _c, p in layer.sent] == ["first ", "second third fourth"]
+    assert layer.sent == [("answer", {"status": "delta", "content": "ab"})]
 
 
-async def test_runs_of_one_loop_share_a_write(new_run, monkeypatch):
+async def test_runs_of_one_loop_share_a_log_write(new_run, monkeypatch):
     calls: list[list[int]] = []
     real_write = publisher.write_events
 
@@ -144,27 +144,37 @@ async def test_runs_of_one_loop_share_a_write(new_run, monkeypatch):
         real_write(batches)
 
     monkeypatch.setattr(publisher, "write_events", counting_write)
-    pubs = [await make_publisher(new_run, RecordingLayer()) for _ in range(3)]
+    pubs = [await make_publisher(new_run) for _ in range(3)]
 
-    await asyncio.gather(*(pub.publish("step", {"type": "thinking"}) for pub in pubs))
+    for pub in pubs:
+        await pub.on_event(AnswerDelta(f"answer of run {pub.run_id}"))
+    await publisher.writer()._timer  # the shared round, FLUSH_INTERVAL later
 
     assert calls == [[pub.conversation_id for pub in pubs]]
     for pub in pubs:
-        assert await RunEvent.objects.filter(run_id=pub.run_id).acount() == 1
+        assert [p["content"] for _s, _c, p in await logged(pub.run_id)] == [
+            f"answer of run {pub.run_id}"
+        ]
+        await pub.close()
+    assert len(calls) == 1  # nothing was left to write
 
 
-async def test_an_event_that_cannot_be_logged_is_not_sent_and_the_run_hears_of_it(
-    new_run, monkeypatch
-):
-    def failing_write(batches):
-        raise DatabaseError("the database went away")
+async def test_events_a_failed_write_kept_are_written_by_the_next(new_run, monkeypatch):
+    real_write = publisher.write_events
+    failures = [DatabaseError("the database went away")]
 
-    monkeypatch.setattr(publisher, "write_events", failing_write)
-    monkeypatch.setattr(publisher, "WRITE_RETRY_DELAYS", (0.0,))
-    layer = RecordingLayer()
-    pub = await make_publisher(new_run, layer)
+    def failing_once(batches):
+        if failures:
+            raise failures.pop()
+        real_write(batches)
 
-    with pytest.raises(RuntimeError, match="could not be saved"):
-        await pub.publish("step", {"type": "thinking"})
+    monkeypatch.setattr(publisher, "write_events", failing_once)
+    pub = await make_publisher(new_run)
+    await pub.on_event(AnswerDelta("kept "))
+    await publisher.writer()._timer  # this round fails
+    assert pub.unwritten and not await logged(pub.run_id)
 
-    assert layer.sent == []
+    await pub.on_event(AnswerDelta("and written"))
+    await pub.close()
+
+    assert [p["content"] for _s, _c, p in await logged(pub.run_id)] == ["kept ", "and written"]
