@@ -1,4 +1,12 @@
-"""ASGI entry point: HTTP through Django, websockets through channels' auth stack."""
+"""ASGI entry point: HTTP through Django, websockets through channels' auth stack.
+
+Sync views (every page, form and JSON endpoint) run on Django's WSGI handler in a2wsgi's
+thread pool: one thread hop per request, and the pooled threads keep their database
+connections. Django's ASGI handler would hop between the loop and a new thread around
+each middleware and open a database connection per request. Only the streaming endpoint
+(an async view) needs the ASGI handler; :data:`ASYNC_ROUTES` lists it, and a test checks
+that it lists every async view.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +19,13 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 # Set up Django (the app registry) before importing anything that touches models.
 django_application = get_asgi_application()
 
+from a2wsgi import WSGIMiddleware  # noqa: E402
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.conf import settings  # noqa: E402
+from django.core.wsgi import get_wsgi_application  # noqa: E402
+from django.urls import path, re_path  # noqa: E402
 
 from agentsite.runtime import tune_for_streaming, tune_garbage_collection, warm_up  # noqa: E402
 from conversations.routing import websocket_urlpatterns  # noqa: E402
@@ -21,9 +33,14 @@ from conversations.runs import loops  # noqa: E402
 
 tune_for_streaming()
 
+ASYNC_ROUTES = [
+    path("api/conversations/<int:conversation_id>/events", django_application),
+]
+sync_views = WSGIMiddleware(get_wsgi_application(), workers=settings.AGENTSITE_HTTP_THREADS)
+
 router = ProtocolTypeRouter(
     {
-        "http": django_application,
+        "http": URLRouter([*ASYNC_ROUTES, re_path(r"", sync_views)]),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

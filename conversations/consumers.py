@@ -15,11 +15,11 @@ from __future__ import annotations
 import asyncio
 from urllib.parse import parse_qs
 
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from conversations import selectors
 from conversations.eventlog import REREAD_AFTER, read_through
+from conversations.runs.db import db
 from conversations.runs.publisher import conversation_group
 
 
@@ -35,7 +35,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         await self.channel_layer.group_add(group, self.channel_name)
         # Not on channels' one shared sync thread: each live frame of every socket passes
         # through it (the consumer's per-message connection check).
-        caught_up = await database_sync_to_async(selectors.socket_catch_up, thread_sensitive=False)(
+        caught_up = await db(selectors.socket_catch_up)(
             user_id=user.pk, conversation_id=self.conversation_id, after_seq=_after(self.scope)
         )
         if caught_up is None:
@@ -87,9 +87,9 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         holds ``through``."""
         if through > self.last_seq:
             await read_through(self.conversation_id, self.last_seq, through)
-        frames, self.last_seq = await database_sync_to_async(
-            selectors.catch_up_frames, thread_sensitive=False
-        )(conversation_id=self.conversation_id, after_seq=self.last_seq)
+        frames, self.last_seq = await db(selectors.catch_up_frames)(
+            conversation_id=self.conversation_id, after_seq=self.last_seq
+        )
         for html in frames:
             await self.send(text_data=html)
 

@@ -14,8 +14,7 @@ import asyncio
 import logging
 import time
 
-from channels.db import database_sync_to_async
-
+from conversations.runs.db import db
 from conversations.runs.publisher import FLUSH_INTERVAL, Entry
 from conversations.selectors import events_after
 
@@ -31,7 +30,7 @@ REREAD_AFTER = 2 * FLUSH_INTERVAL
 async def read_through(conversation_id: int, after: int, through: int) -> list[Entry]:
     """The logged events numbered after ``after``, once they include ``through`` (or
     after ``REFILL_TIMEOUT``, with what the log holds then)."""
-    read = database_sync_to_async(events_after, thread_sensitive=False)
+    read = db(events_after)
     deadline = time.monotonic() + REFILL_TIMEOUT
     while True:
         entries = await read(conversation_id, after)

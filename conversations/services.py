@@ -30,10 +30,11 @@ def message_max_chars() -> int:
 
 
 def conversation_create(*, owner, title: str = "", model=None) -> Conversation:
+    from llms.configcache import cached
     from llms.selectors import default_model_for_user
 
     if model is None:
-        model = default_model_for_user(user=owner)
+        model = cached(("default-model", owner.pk), lambda: default_model_for_user(user=owner))
     return Conversation.objects.create(owner=owner, title=title.strip()[:200], model=model)
 
 

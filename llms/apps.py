@@ -8,3 +8,18 @@ class LlmsConfig(AppConfig):
 
     name = "llms"
     verbose_name = "LLM providers and models"
+
+    def ready(self) -> None:
+        from django.contrib.auth import get_user_model
+        from django.contrib.auth.models import Group
+
+        from llms import configcache
+        from llms.models import LLMModel, Provider, UsageQuota
+
+        configcache.watch(
+            Provider,
+            LLMModel,
+            UsageQuota,
+            Group,
+            links=(LLMModel.allowed_groups.through, get_user_model().groups.through),
+        )

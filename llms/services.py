@@ -21,6 +21,7 @@ from django.views.decorators.debug import sensitive_variables
 from agentsite.errors import ApplicationError
 from engine import LLM, Usage
 from engine.llm.registry import ModelRegistry
+from llms import configcache
 from llms.models import (
     ABILITY_FLAGS,
     LLMModel,
@@ -177,6 +178,7 @@ def model_set_default(*, model: LLMModel) -> LLMModel:
         is_default=False
     )
     LLMModel.objects.filter(pk=model.pk).update(is_default=True)
+    configcache.bump()  # queryset updates send no signals; the default model is cached
     model.is_default = True
     return model
 
@@ -322,7 +324,7 @@ def _usage_add(user_id: int, model: LLMModel | None, day: Any, spent: Usage, run
 
 def quota_check(*, user: Any) -> None:
     """Refuse a new run when today's tokens reached the user's smallest daily limit."""
-    limit = quota_limit_for_user(user=user)
+    limit = configcache.cached(("quota-limit", user.pk), lambda: quota_limit_for_user(user=user))
     if limit is None:
         return  # no quota: today's usage need not be summed
     status = QuotaStatus(used=usage_today_for_user(user=user), limit=limit, resets_at=next_reset())

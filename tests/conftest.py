@@ -76,10 +76,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 @pytest.fixture(autouse=True)
 def _fresh_cache():
-    """Rate-limit counters and cached sessions must not leak between tests: ids repeat."""
-    cache.clear()
+    """Rate-limit counters, sessions and cached run configuration must not leak between
+    tests: ids repeat."""
+    from llms.configcache import config_cache
+
+    for reset in (cache.clear, config_cache.clear):
+        reset()
     yield
-    cache.clear()
+    for reset in (cache.clear, config_cache.clear):
+        reset()
 
 
 PROVIDER_KEY = "sk-provider-secret-key-do-not-leak-1234"

@@ -20,3 +20,10 @@ class ToolsConfig(AppConfig):
         for module in pkgutil.iter_modules(package.__path__):
             if not module.name.startswith("_"):
                 importlib.import_module(f"{package.__name__}.{module.name}")
+
+        from llms import configcache
+        from tools.models import MCPServer, ToolConfig
+
+        # Runs build their tools from cached rows (llms.configcache).
+        links = (ToolConfig.allowed_groups.through, MCPServer.allowed_groups.through)
+        configcache.watch(ToolConfig, MCPServer, links=links)

@@ -24,6 +24,7 @@ from django.db import transaction
 
 from agentsite.errors import ApplicationError
 from engine import Tool, ToolRegistry, ToolResult
+from llms import configcache
 from tools.models import ToolConfig
 from tools.models.config import config_schema_errors, secret_keys
 from tools.registry import ToolContext, all_specs, get_spec
@@ -31,7 +32,9 @@ from tools.selectors import toolconfigs_for_user
 
 __all__ = [
     "CONFIRMATION_REQUIRED_MESSAGE",
+    "ToolRows",
     "guard_confirmation",
+    "tool_rows_for_user",
     "toolconfig_sync",
     "toolconfig_update",
     "tools_available_for_user",
@@ -60,6 +63,7 @@ def toolconfig_sync() -> int:
     ]
     if new:
         ToolConfig.objects.bulk_create(new, ignore_conflicts=True)
+        configcache.bump()  # bulk_create sends no signals; runs cache their tool rows
         logger.info("tool configurations created for: %s", ", ".join(t.name for t in new))
     return len(new)
 
@@ -138,16 +142,36 @@ def _configured(tool: Tool, row: ToolConfig, *, single: bool, context: ToolConte
     return tool
 
 
-def tools_for_user(*, user: Any, context: ToolContext) -> ToolRegistry:
-    """The engine registry for one run: registered ∩ enabled ∩ allowed for ``user``.
+@dataclasses.dataclass(frozen=True)
+class ToolRows:
+    """The configuration rows a user's runs are built from (cacheable: no run context)."""
 
-    A tool whose configuration is invalid, or whose build fails, is left out (and logged)
-    rather than failing the run. Synchronous (ORM): wrap in ``sync_to_async``.
-    """
+    tool_configs: tuple[ToolConfig, ...]
+    mcp_servers: tuple[Any, ...]
+
+
+def tool_rows_for_user(*, user: Any) -> ToolRows:
+    """The enabled tool configurations and MCP servers ``user`` may use (sync ORM)."""
     from tools.mcp.services import mcp_servers_for_user
 
     toolconfig_sync()
-    by_name = {row.name: row for row in toolconfigs_for_user(user=user)}
+    return ToolRows(
+        tool_configs=tuple(toolconfigs_for_user(user=user)),
+        mcp_servers=tuple(mcp_servers_for_user(user=user)),
+    )
+
+
+def tools_for_user(
+    *, user: Any, context: ToolContext, rows: ToolRows | None = None
+) -> ToolRegistry:
+    """The engine registry for one run: registered ∩ enabled ∩ allowed for ``user``.
+
+    ``rows`` (from :func:`tool_rows_for_user`, possibly cached) saves the queries. A tool
+    whose configuration is invalid, or whose build fails, is left out (and logged) rather
+    than failing the run. Synchronous (ORM): wrap in ``sync_to_async``.
+    """
+    rows = rows if rows is not None else tool_rows_for_user(user=user)
+    by_name = {row.name: row for row in rows.tool_configs}
     registry = ToolRegistry()
     for spec in all_specs():
         row = by_name.get(spec.name)
@@ -170,7 +194,7 @@ def tools_for_user(*, user: Any, context: ToolContext) -> ToolRegistry:
                 logger.warning("tool %s skipped: the name is already taken", tool.name)
                 continue
             registry.register(tool)
-    _add_mcp_tools(registry, servers=mcp_servers_for_user(user=user), context=context)
+    _add_mcp_tools(registry, servers=rows.mcp_servers, context=context)
     return registry
 
 

@@ -12,7 +12,6 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
@@ -23,6 +22,7 @@ from conversations.api.auth import api_view
 from conversations.eventlog import REREAD_AFTER, read_through
 from conversations.models import Run, RunEvent
 from conversations.numbering import last_event_seq
+from conversations.runs.db import db
 from conversations.runs.publisher import Entry, conversation_group
 
 HEARTBEAT_SECONDS = 15.0
@@ -32,10 +32,6 @@ HEARTBEAT_FRAME = b": heartbeat\n\n"
 
 def heartbeat_interval() -> float:
     return float(getattr(settings, "AGENTSITE_SSE_HEARTBEAT", HEARTBEAT_SECONDS))
-
-
-def db(function):
-    return database_sync_to_async(function, thread_sensitive=False)
 
 
 def _start_after(request: HttpRequest) -> int | None:

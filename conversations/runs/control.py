@@ -4,8 +4,9 @@ The database holds the truth: a Stop sets ``Run.cancel_requested``, a follow-up 
 inject ``Message`` whose ``delivered_at`` is empty. After the commit, the sender sends
 the run a wake-up that says what changed (``{"action": "cancel"}`` or ``{"action":
 "followup", "message_id": ..., "content": ...}``): straight onto the run's own event loop
-when this process executes it, else to the run's channel-layer group, which the process
-executing it joined. The run applies it on its loop. Its heartbeat re-reads the rows, so
+when this process executes it, else to the channel-layer group every process executing
+runs joined (one subscription per event loop, not per run). The run applies it on its
+loop. Each loop's heartbeat writes its runs' ``heartbeat_at`` and re-reads their rows, so
 a lost wake-up is late, never lost.
 """
 
@@ -18,25 +19,25 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from asgiref.sync import async_to_sync
-from channels.db import database_sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.utils import timezone
 
 from conversations.models import Message, Run
+from conversations.runs import loops
+from conversations.runs.db import db
 from engine import CancelToken
+from engine.loops import PerLoop
 
 logger = logging.getLogger(__name__)
 
+CONTROL_GROUP = "agentsite.run-control"
+
 Deliver = Callable[[int, str], None]  # (message id, content) of a follow-up
+RunState = tuple[bool, list[tuple[int, str]]]  # Stop requested; undelivered follow-ups
 
 _local: dict[int, RunControl] = {}
 _local_lock = threading.Lock()
-
-
-def control_group(run_id: int) -> str:
-    return f"run-control.{run_id}"
 
 
 def heartbeat_interval() -> float:
@@ -65,8 +66,9 @@ def _send(run_id: int, message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if not _reaches_other_processes(layer):
         return  # no run here and no way to another process: the heartbeat finds the row
+    wake_up = {"type": "run.control", "run_id": run_id, **message}
     try:
-        async_to_sync(layer.group_send)(control_group(run_id), {"type": "run.control", **message})
+        loops.call(layer.group_send, CONTROL_GROUP, wake_up)
     except Exception:  # the heartbeat still finds the row
         logger.warning("could not send the wake-up for run %s", run_id, exc_info=True)
 
@@ -79,7 +81,7 @@ def _reaches_other_processes(layer: Any) -> bool:
 
 
 class RunControl:
-    """Applies a run's wake-ups on its loop, writes its heartbeat, re-reads its rows.
+    """Applies one run's wake-ups on its loop.
 
     Follow-ups are marked delivered, then handed to ``deliver``, one at a time in the
     order they came (a wake-up and the heartbeat may both bring one: it goes once).
@@ -90,76 +92,55 @@ class RunControl:
         self.token = token
         self._deliver = deliver
         self.loop: asyncio.AbstractEventLoop | None = None
-        self._followups: asyncio.Queue[tuple[int, str]] = asyncio.Queue()
+        self._followups: list[tuple[int, str]] = []
+        self._delivering: asyncio.Task[None] | None = None
         self._delivered: set[int] = set()
-        self._tasks: list[asyncio.Task[None]] = []
-        self._layer: Any = None
-        self._channel = ""
 
     async def start(self) -> None:
         """Receive wake-ups from now on (before the run is claimed: none is missed)."""
         self.loop = asyncio.get_running_loop()
         with _local_lock:
             _local[self.run_id] = self
-        layer = get_channel_layer()
-        if _reaches_other_processes(layer):
-            self._layer = layer
-            self._channel = await layer.new_channel()
-            await layer.group_add(control_group(self.run_id), self._channel)
-            self._tasks.append(self.loop.create_task(self._receive()))
-        self._tasks.append(self.loop.create_task(self._deliver_in_order()))
-
-    def start_heartbeat(self) -> None:
-        """Beat and re-read the rows every interval (once the run is claimed)."""
-        assert self.loop is not None, "start() first"
-        self._tasks.append(self.loop.create_task(self._beat()))
+        await loop_control().add(self)
 
     async def stop(self) -> None:
         with _local_lock:
             if _local.get(self.run_id) is self:
                 del _local[self.run_id]
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
+        loop_control().remove(self)
+        if self._delivering is not None:
+            self._delivering.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks = []
-        if self._layer is not None:
-            with contextlib.suppress(Exception):
-                await self._layer.group_discard(control_group(self.run_id), self._channel)
+                await self._delivering
 
     def apply(self, message: dict[str, Any]) -> None:
         """One wake-up, on the run's loop."""
         if message.get("action") == "cancel":
             self.token.cancel()
         elif message.get("action") == "followup":
-            self._followups.put_nowait((int(message["message_id"]), str(message["content"])))
+            self._queue_followups([(int(message["message_id"]), str(message["content"]))])
 
-    async def check_rows(self, *, beat: bool = False) -> None:
-        """Apply what the rows say: a Stop, follow-ups not yet delivered."""
-        cancel, pending = await database_sync_to_async(read_run_state, thread_sensitive=False)(
-            self.run_id, beat=beat
-        )
+    def apply_state(self, cancel: bool, pending: list[tuple[int, str]]) -> None:
+        """Apply a Stop and undelivered follow-ups read from the rows (on the run's loop)."""
         if cancel:
             self.token.cancel()
-        for message_id, content in pending:
-            self._followups.put_nowait((message_id, content))
+        self._queue_followups(pending)
 
-    async def _receive(self) -> None:
-        while True:
-            message = await self._layer.receive(self._channel)
-            if message.get("type") == "run.control":
-                self.apply(message)
+    def _queue_followups(self, followups: list[tuple[int, str]]) -> None:
+        fresh = [f for f in followups if f[0] not in self._delivered]
+        if not fresh:
+            return
+        self._followups.extend(fresh)
+        if self._delivering is None or self._delivering.done():
+            self._delivering = asyncio.ensure_future(self._deliver_in_order())
 
     async def _deliver_in_order(self) -> None:
-        while True:
-            message_id, content = await self._followups.get()
+        while self._followups:
+            message_id, content = self._followups.pop(0)
             if message_id in self._delivered:
                 continue
             try:
-                marked = await database_sync_to_async(
-                    mark_followup_delivered, thread_sensitive=False
-                )(self.run_id, message_id)
+                marked = await db(mark_followup_delivered)(self.run_id, message_id)
             except Exception:  # the heartbeat brings it again
                 logger.warning("could not mark follow-up %s delivered", message_id, exc_info=True)
                 continue
@@ -167,27 +148,105 @@ class RunControl:
                 self._delivered.add(message_id)
                 self._deliver(message_id, content)
 
+
+class LoopControl:
+    """The runs executing on one event loop: one subscription to the wake-ups from other
+    processes (team mode), one heartbeat for all of them."""
+
+    def __init__(self) -> None:
+        self.runs: dict[int, RunControl] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._subscribed: asyncio.Event | None = None
+
+    async def add(self, control: RunControl) -> None:
+        """Watch ``control``'s run; returns once wake-ups from other processes reach it."""
+        self.runs[control.run_id] = control
+        if not self._tasks:
+            loop = asyncio.get_running_loop()
+            self._tasks.append(loop.create_task(self._beat()))
+            layer = get_channel_layer()
+            if _reaches_other_processes(layer):
+                self._subscribed = asyncio.Event()
+                self._tasks.append(loop.create_task(self._receive(layer, self._subscribed)))
+        if self._subscribed is not None:
+            await self._subscribed.wait()
+
+    def remove(self, control: RunControl) -> None:
+        """Stop watching ``control``'s run; the last run of a loop ends its tasks (a test's
+        loop closes, a server's may go quiet)."""
+        if self.runs.get(control.run_id) is control:
+            del self.runs[control.run_id]
+        if not self.runs:
+            for task in self._tasks:
+                task.cancel()
+            self._tasks, self._subscribed = [], None
+
+    async def _receive(self, layer: Any, subscribed: asyncio.Event) -> None:
+        channel = await layer.new_channel()
+        try:
+            await layer.group_add(CONTROL_GROUP, channel)
+        finally:
+            subscribed.set()  # or failed: the heartbeat still finds the rows
+        try:
+            while True:
+                message = await layer.receive(channel)
+                control = self.runs.get(message.get("run_id"))
+                if control is not None:
+                    control.apply(message)
+        finally:
+            with contextlib.suppress(Exception):
+                await layer.group_discard(CONTROL_GROUP, channel)
+
     async def _beat(self) -> None:
         while True:
             await asyncio.sleep(heartbeat_interval())
+            ids = list(self.runs)
             try:
-                await self.check_rows(beat=True)
+                states = await db(beat_and_read)(ids)
             except Exception:  # one database hiccup must not end the heartbeat
-                logger.warning("heartbeat of run %s failed", self.run_id, exc_info=True)
+                logger.warning("heartbeat of %d runs failed", len(ids), exc_info=True)
+                continue
+            for run_id, state in states.items():
+                control = self.runs.get(run_id)
+                if control is not None:
+                    control.apply_state(*state)
 
 
-def read_run_state(run_id: int, *, beat: bool = False) -> tuple[bool, list[tuple[int, str]]]:
-    """Whether a Stop was requested, and the follow-ups not yet delivered (oldest first);
-    with ``beat``, the run's heartbeat is written first."""
-    if beat:
-        Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(heartbeat_at=timezone.now())
-    cancel = Run.objects.filter(pk=run_id, cancel_requested=True).exists()
-    pending = list(
-        Message.objects.filter(run_id=run_id, kind=Message.Kind.INJECT, delivered_at__isnull=True)
-        .order_by("seq")
-        .values_list("pk", "content")
+_loop_controls: PerLoop[LoopControl] = PerLoop(LoopControl)
+
+
+def loop_control() -> LoopControl:
+    """The running loop's :class:`LoopControl`."""
+    return _loop_controls.get()
+
+
+# ------------------------------------------------------------------------- the rows
+
+
+def beat_and_read(run_ids: list[int]) -> dict[int, RunState]:
+    """Write the runs' heartbeat; what their rows say (a Stop, undelivered follow-ups)."""
+    Run.objects.filter(pk__in=run_ids, status=Run.Status.RUNNING).update(
+        heartbeat_at=timezone.now()
     )
-    return cancel, pending
+    return read_runs_state(run_ids)
+
+
+def read_runs_state(run_ids: list[int]) -> dict[int, RunState]:
+    """For each run: whether a Stop was requested, and its follow-ups not yet delivered
+    (oldest first)."""
+    states: dict[int, RunState] = {run_id: (False, []) for run_id in run_ids}
+    for run_id in Run.objects.filter(pk__in=run_ids, cancel_requested=True).values_list(
+        "pk", flat=True
+    ):
+        states[run_id] = (True, states[run_id][1])
+    pending = (
+        Message.objects.filter(run_id__in=run_ids, kind=Message.Kind.INJECT, delivered_at=None)
+        .order_by("seq")
+        .values_list("run_id", "pk", "content")
+    )
+    for run_id, message_id, content in pending:
+        states[run_id][1].append((message_id, content))
+    return states
 
 
 def mark_followup_delivered(run_id: int, message_id: int) -> bool:

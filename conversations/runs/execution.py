@@ -12,16 +12,16 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from channels.db import database_sync_to_async
-
 from conversations import compaction
 from conversations.models import Message, Run
 from conversations.numbering import last_event_seq
 from conversations.runs import lifecycle
-from conversations.runs.control import RunControl
+from conversations.runs.control import RunControl, read_runs_state
+from conversations.runs.db import db
 from conversations.runs.publisher import RunPublisher
 from engine import AgentResult, CancelledRun, CancelToken, InterruptQueue, LLMError, ReActAgent
 from engine.events import AgentEvent, Compact, Done, ErrorEvent, Inject
+from tools.markdown import render_markdown
 
 logger = logging.getLogger(__name__)
 
@@ -42,11 +42,6 @@ async def execute_run(run_id: int, *, task_id: str = "") -> RunOutcome:
     return await RunExecution(run_id, task_id=task_id).execute()
 
 
-def db(function):
-    """``function`` on a database thread; runs do not queue behind one shared thread."""
-    return database_sync_to_async(function, thread_sensitive=False)
-
-
 class LLMSetupError(Exception):
     """The run cannot start (no model, provider misconfigured)."""
 
@@ -63,6 +58,8 @@ class RunSetup:
     llm: Any = None
     registry: Any = None
     error: str = ""  # why the agent cannot be built (shown to the user)
+    # A Stop and the follow-ups saved before the claim: (cancel, [(message id, content)]).
+    state: tuple[bool, list[tuple[int, str]]] = (False, [])
 
 
 class RunExecution:
@@ -96,8 +93,7 @@ class RunExecution:
             if self.setup is None:
                 logger.info("run %s was stopped before it started", self.run_id)
                 return RunOutcome(None)
-            self.control.start_heartbeat()
-            await self.control.check_rows()  # follow-ups saved while it was queued
+            self.control.apply_state(*self.setup.state)  # saved while it was queued
             status, error = await self._run_agent()
         finally:
             await self.control.stop()
@@ -127,6 +123,10 @@ class RunExecution:
             history=compaction.history_load(run=run),
             start_seq=last_event_seq(run.conversation_id),
         )
+        # A message numbered after the trigger may be a follow-up saved while the run was
+        # queued (most runs have none: no query for them).
+        if trigger is None or run.conversation.last_message_seq > trigger.seq:
+            setup.state = read_runs_state([self.run_id])[self.run_id]
         try:
             setup.model, setup.llm, setup.registry = _build_agent_parts(run)
         except LLMSetupError as exc:
@@ -217,7 +217,7 @@ class RunExecution:
         try:
             await publisher.close()
             entry = publisher.reserve(done.channel, done.to_dict())
-            message, self.followup = await db(lifecycle.run_close_with_answer)(
+            message, self.followup = await db(_close_with_answer)(
                 run=setup.run,
                 model=setup.model,
                 answer=done.answer,
@@ -273,6 +273,16 @@ class RunExecution:
                 logger.exception("run %s could not announce its follow-up run", self.run_id)
 
 
+def _close_with_answer(*, answer: str, **close: Any) -> tuple[Message, Run | None]:
+    """Close the run with its answer (:func:`lifecycle.run_close_with_answer`), then render
+    the answer's markdown into the renderer's cache here, off the event loop: the done
+    frame shows it, and runs ending together would otherwise render on the loop ahead of
+    every other run's tokens."""
+    closed = lifecycle.run_close_with_answer(answer=answer, **close)
+    render_markdown(answer)
+    return closed
+
+
 def _followup_messages(run_id: int) -> list[dict[str, Any]]:
     return [
         {"id": pk, "content": content, "pinned": pinned}
@@ -283,27 +293,37 @@ def _followup_messages(run_id: int) -> list[dict[str, Any]]:
 
 
 def _build_agent_parts(run: Run) -> tuple[Any, Any, Any]:
-    """The run's model row, LLM client and tool registry, re-checked at run start (an
-    admin may have disabled the model or changed its groups since it was picked)."""
+    """The run's model row, LLM client and tool registry. The model is re-checked at run
+    start (an admin may have disabled it or changed its groups since it was picked); the
+    rows come from the configuration cache while the configuration is unchanged."""
     from agentsite.errors import ApplicationError
+    from llms.configcache import cached, current_token
     from llms.selectors import default_model_for_user, model_get_for_user
     from llms.services import build_llm
     from tools.registry import ToolContext
-    from tools.services import tools_for_user
+    from tools.services import tool_rows_for_user, tools_for_user
 
     user = run.conversation.owner
     model_id = run.conversation.model_id
+    token = current_token()
     if model_id is not None:
         try:
-            model = model_get_for_user(user=user, model_id=model_id)
+            model = cached(
+                ("model", user.pk, model_id),
+                lambda: model_get_for_user(user=user, model_id=model_id),
+                token=token,
+            )
         except ApplicationError as exc:
             raise LLMSetupError(f"{exc.message} Pick another model for this conversation.") from exc
     else:
-        model = default_model_for_user(user=user)
+        model = cached(
+            ("default-model", user.pk), lambda: default_model_for_user(user=user), token=token
+        )
     if model is None:
         raise LLMSetupError(
             "No language model is configured. An administrator can add one in the admin "
             "(LLM providers and models)."
         )
+    rows = cached(("tools", user.pk), lambda: tool_rows_for_user(user=user), token=token)
     context = ToolContext(user_id=user.pk, conversation_id=run.conversation_id, run_id=run.pk)
-    return model, build_llm(model=model), tools_for_user(user=user, context=context)
+    return model, build_llm(model=model), tools_for_user(user=user, context=context, rows=rows)

@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from channels.db import database_sync_to_async
 from django.conf import settings
 
 from conversations.runs import lifecycle, loops
+from conversations.runs.db import db
 from conversations.runs.execution import execute_run
 
 logger = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ async def _execute(run_id: int) -> None:
 
 
 async def _sweep_periodically() -> None:
-    sweep = database_sync_to_async(lifecycle.run_sweep_stale, thread_sensitive=False)
+    sweep = db(lifecycle.run_sweep_stale)
     while True:
         await asyncio.sleep(SWEEP_INTERVAL)
         try:

@@ -75,7 +75,10 @@ def run_close_with_answer(
             run=run,
             usage=outcome.get("usage") or {},
         )
-        followup = _close(run=run, model=model, taken_in=taken_in, **outcome)
+        # Numbered right after the run's question: nobody wrote meanwhile, no follow-ups.
+        trigger_seq = run.trigger_message.seq if run.trigger_message_id else 0
+        check = seq != trigger_seq + 1
+        followup = _close(run=run, model=model, taken_in=taken_in, followups=check, **outcome)
     return message, followup
 
 
@@ -100,6 +103,7 @@ def _close(
     iterations: int = 0,
     usage: dict[str, Any] | None = None,
     elapsed: float = 0.0,
+    followups: bool = True,
 ) -> Run | None:
     """Mark the run finished; its follow-ups other than ``taken_in`` become a new run.
 
@@ -121,6 +125,8 @@ def _close(
 
         # The model the run was built with (the conversation may have switched since).
         usage_record(user=run.conversation.owner, model=model, usage=usage)
+    if not followups:
+        return None
     left_over = (
         Message.objects.filter(run_id=run.pk, kind=Message.Kind.INJECT)
         .exclude(pk__in=taken_in)

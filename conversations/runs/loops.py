@@ -11,14 +11,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
-from typing import TypeVar
+from typing import Any, TypeVar
+
+from asgiref.sync import async_to_sync
 
 from agentsite import eventloop
 
 T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
+
+# A sync caller gives up after this long rather than hang if the server's loop stalls.
+CALL_TIMEOUT = 30.0
 
 _server_loop: asyncio.AbstractEventLoop | None = None
 _background_loop: asyncio.AbstractEventLoop | None = None
@@ -62,3 +68,24 @@ def is_background_loop(loop: asyncio.AbstractEventLoop) -> bool:
 def submit(coroutine, loop: asyncio.AbstractEventLoop | None = None) -> Future:
     """Schedule ``coroutine`` on ``loop`` (default: :func:`run_loop`) from any thread."""
     return asyncio.run_coroutine_threadsafe(coroutine, loop or run_loop())
+
+
+def call(fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+    """``await fn(*args, **kwargs)`` from sync code (a view's thread, a database thread).
+
+    On the server's loop while one serves: objects bound to it (the in-memory channel
+    layer's queues) must not be used from another loop, and ``async_to_sync`` in a thread
+    the server did not start would run a throwaway loop. Elsewhere (a worker, a command),
+    ``async_to_sync``.
+    """
+    server = _server_loop
+    if server is not None and server.is_running() and not _running_on(server):
+        return asyncio.run_coroutine_threadsafe(fn(*args, **kwargs), server).result(CALL_TIMEOUT)
+    return async_to_sync(fn)(*args, **kwargs)
+
+
+def _running_on(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False

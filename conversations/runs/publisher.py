@@ -21,14 +21,14 @@ import logging
 import time
 from typing import Any
 
-from asgiref.sync import async_to_sync
-from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.db import transaction
 
 from conversations.models import Conversation, Message, Run, RunEvent
 from conversations.numbering import last_event_seq
 from conversations.rendering import RunView, build_run_view
+from conversations.runs import loops
+from conversations.runs.db import db
 from engine.events import AgentEvent, AnswerDelta, ErrorEvent, IterationDone
 from engine.loops import PerLoop
 
@@ -144,10 +144,9 @@ class RunPublisher:
 
     async def _send(self, entry: Entry) -> None:
         seq, _run_id, channel, payload = entry
+        message = frame(entry, self.view.apply(seq, channel, payload))
         try:
-            await self.layer.group_send(
-                self.group, frame(entry, self.view.apply(seq, channel, payload))
-            )
+            await self.layer.group_send(self.group, message)
         except Exception:  # the event is logged all the same: readers refill from the log
             logger.warning("could not send event %s of run %s", seq, self.run_id, exc_info=True)
         self.frames_sent += 1
@@ -225,9 +224,7 @@ class EventWriter:
             batches = [(p, list(p.unwritten)) for p in publishers if p.unwritten]
             if not batches:
                 return
-            await database_sync_to_async(write_events, thread_sensitive=False)(
-                [(p.conversation_id, entries) for p, entries in batches]
-            )
+            await db(write_events)([(p.conversation_id, entries) for p, entries in batches])
             for publisher, entries in batches:
                 del publisher.unwritten[: len(entries)]
                 publisher.db_writes += 1
@@ -297,7 +294,7 @@ def publish_events_sync(*, run: Run, events: list[AgentEvent]) -> None:
     for seq, channel, payload in frames:
         message = frame((seq, run.pk, channel, payload), view.apply(seq, channel, payload))
         try:
-            async_to_sync(layer.group_send)(conversation_group(run.conversation_id), message)
+            loops.call(layer.group_send, conversation_group(run.conversation_id), message)
         except Exception:  # logged: readers refill from the log
             logger.warning("could not send event %s of run %s", seq, run.pk, exc_info=True)
 

@@ -73,3 +73,26 @@ async def test_a_session_ended_by_logging_out_is_refused(client, user):
     communicator, connected = await connect(f"/ws/conversations/{conversation.pk}/", cookie)
     assert not connected
     await communicator.disconnect()
+
+
+def test_every_async_view_is_routed_to_djangos_asgi_handler():
+    """Sync views run on the WSGI handler's threads; an async view routed there would be
+    run to completion in a thread, and a stream would hold that thread for its life."""
+    from asgiref.sync import iscoroutinefunction
+    from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+    from agentsite.asgi import ASYNC_ROUTES
+
+    def patterns(resolver: URLResolver):
+        for entry in resolver.url_patterns:
+            if isinstance(entry, URLResolver):
+                yield from patterns(entry)
+            elif isinstance(entry, URLPattern):
+                yield entry
+
+    async_views = [p for p in patterns(get_resolver()) if iscoroutinefunction(p.callback)]
+    assert async_views, "the event stream is an async view"
+    for pattern in async_views:
+        url = reverse(pattern.name, kwargs=dict.fromkeys(pattern.pattern.converters, 1))
+        routed = [route for route in ASYNC_ROUTES if route.pattern.match(url.lstrip("/"))]
+        assert routed, f"{url} ({pattern.name}) is not in agentsite.asgi.ASYNC_ROUTES"

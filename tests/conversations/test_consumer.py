@@ -118,9 +118,7 @@ async def test_a_connect_after_the_last_event_sends_nothing(client, user, setup_
     await socket.disconnect()
 
 
-async def test_a_socket_joining_mid_stream_gets_what_was_sent_before_it(
-    client, user, setup_run
-):
+async def test_a_socket_joining_mid_stream_gets_what_was_sent_before_it(client, user, setup_run):
     """Frames sent before the page joined, not yet in the log when it read it: the next
     frame shows the gap, and the page is caught up once they are logged."""
     conversation, run = await sync_to_async(setup_run)()

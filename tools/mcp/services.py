@@ -18,10 +18,12 @@ from typing import Any
 
 import jsonschema
 from asgiref.sync import async_to_sync, sync_to_async
+from django.db import transaction
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 import engine
+from llms import configcache
 from tools.artifacts import persist_artifacts
 from tools.mcp.endpoints import MCPConnectionError, MCPEndpoint, MCPToolInfo
 from tools.models import MCPServer
@@ -185,7 +187,9 @@ def _record_health(server_id: int, *, error: str, tools: list[MCPToolInfo] | Non
     if tools is not None:
         fields["tools_cache"] = [t.to_dict() for t in tools]
         fields["tools_refreshed_at"] = now
-    MCPServer.objects.filter(pk=server_id).update(**fields)
+    with transaction.atomic():
+        MCPServer.objects.filter(pk=server_id).update(**fields)
+        configcache.bump()  # runs build their MCP tools from tools_cache
 
 
 def mcp_server_refresh(server: MCPServer) -> MCPServer:
