@@ -148,7 +148,9 @@ CELERY_BEAT_SCHEDULE = {
 AGENTSITE_RUN_STALE_SECONDS = env.int("AGENTSITE_RUN_STALE_SECONDS", default=90)
 AGENTSITE_MESSAGE_MAX_CHARS = env.int("AGENTSITE_MESSAGE_MAX_CHARS", default=100_000)
 AGENTSITE_API_RATE_LIMIT = env.int("AGENTSITE_API_RATE_LIMIT", default=120)  # per minute
-# Threads serving sync views under daphne (agentsite/asgi.py); each keeps its connection.
+# Database threads of the runs of one process (conversations/runs/db.py), each keeping
+# its connection, and threads serving sync views (agentsite/asgi.py), likewise.
+AGENTSITE_DB_THREADS = env.int("AGENTSITE_DB_THREADS", default=16)
 AGENTSITE_HTTP_THREADS = env.int("AGENTSITE_HTTP_THREADS", default=8)
 # A running run writes its heartbeat this often, and re-checks for a Stop or follow-up
 # whose wake-up message was lost (e.g. during a Redis reconnect).

@@ -28,7 +28,7 @@ from conversations.models import Conversation, Message, Run, RunEvent
 from conversations.numbering import last_event_seq
 from conversations.rendering import RunView, build_run_view
 from conversations.runs import loops
-from conversations.runs.db import db
+from conversations.runs.db import log_db
 from engine.events import AgentEvent, AnswerDelta, ErrorEvent, IterationDone
 from engine.loops import PerLoop
 
@@ -224,7 +224,7 @@ class EventWriter:
             batches = [(p, list(p.unwritten)) for p in publishers if p.unwritten]
             if not batches:
                 return
-            await db(write_events)([(p.conversation_id, entries) for p, entries in batches])
+            await log_db(write_events)([(p.conversation_id, entries) for p, entries in batches])
             for publisher, entries in batches:
                 del publisher.unwritten[: len(entries)]
                 publisher.db_writes += 1

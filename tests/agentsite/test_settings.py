@@ -114,3 +114,23 @@ def test_system_check_refuses_dev_secret_without_debug(tmp_path, env, refused):
         assert "agentsite.E001" in result.stderr
     else:
         assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(("pool_size", "warned"), [("8", True), ("27", True), ("28", False)])
+def test_system_check_warns_when_the_connection_pool_is_smaller_than_its_threads(
+    tmp_path, pool_size, warned
+):
+    clean = {k: v for k, v in os.environ.items() if k not in CONFIG_VARS}
+    clean.update(
+        AGENTSITE_VAR_DIR=str(tmp_path),
+        DEBUG="true",
+        DATABASE_URL="postgres://u:p@127.0.0.1:5432/agentsite",  # not connected to by check
+        DB_POOL_SIZE=pool_size,
+        AGENTSITE_DB_THREADS="16",
+        AGENTSITE_HTTP_THREADS="8",
+    )
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=ROOT, env=clean, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert ("agentsite.W001" in result.stderr + result.stdout) is warned
