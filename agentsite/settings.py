@@ -166,6 +166,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "login"
+# ModelBackend with each request's user read through the cache (conversations/users.py).
+AUTHENTICATION_BACKENDS = ["conversations.users.CachedUserBackend"]
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"
 

@@ -8,3 +8,8 @@ class ConversationsConfig(AppConfig):
 
     name = "conversations"
     verbose_name = "Conversations"
+
+    def ready(self) -> None:
+        from conversations import users
+
+        users.connect_signals()

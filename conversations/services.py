@@ -150,10 +150,11 @@ def _message_save(
             conversation=conversation, seq=seq, role=Message.Role.USER, content=content
         )
         if seq == 1:  # the first message titles a conversation that has no title yet
-            Conversation.objects.filter(pk=conversation.pk, title="").update(
-                title=_title_from(content)
-            )
-            conversation.refresh_from_db(fields=["title"])
+            title = _title_from(content)
+            if Conversation.objects.filter(pk=conversation.pk, title="").update(title=title):
+                conversation.title = title
+            else:  # titled meanwhile: show that title
+                conversation.refresh_from_db(fields=["title"])
         refusal = _quota_refusal(user)
         run = Run.objects.create(conversation=conversation, trigger_message=message)
         Message.objects.filter(pk=message.pk).update(run=run)

@@ -14,7 +14,6 @@ from typing import Any
 
 from conversations import compaction
 from conversations.models import Message, Run
-from conversations.numbering import last_event_seq
 from conversations.runs import lifecycle
 from conversations.runs.control import RunControl, read_runs_state
 from conversations.runs.db import db
@@ -121,7 +120,7 @@ class RunExecution:
             run=run,
             query=trigger.content if trigger else "",
             history=compaction.history_load(run=run),
-            start_seq=last_event_seq(run.conversation_id),
+            start_seq=run.last_event_seq,
         )
         # A message numbered after the trigger may be a follow-up saved while the run was
         # queued (most runs have none: no query for them).

@@ -10,9 +10,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import OuterRef, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from conversations.models import Conversation, Message, Run
+from conversations.models import Conversation, Message, Run, RunEvent
 from conversations.numbering import next_message_seq
 from conversations.runs.publisher import (
     Entry,
@@ -37,8 +39,8 @@ COULD_NOT_START = "The run could not start because of an internal error. Send th
 
 
 def run_claim(*, run_id: int, task_id: str = "") -> Run | None:
-    """Mark a queued run running; the run with its conversation and trigger message, or
-    None if it was not queued any more or its Stop came first."""
+    """Mark a queued run running; the run with its conversation, trigger message and
+    ``last_event_seq``, or None if it was not queued any more or its Stop came first."""
     now = timezone.now()
     fields: dict[str, Any] = {"status": Run.Status.RUNNING, "started_at": now, "heartbeat_at": now}
     if task_id:
@@ -48,7 +50,13 @@ def run_claim(*, run_id: int, task_id: str = "") -> Run | None:
     ).update(**fields)
     if not claimed:
         return None
-    return Run.objects.select_related("conversation__owner", "trigger_message").get(pk=run_id)
+    # With the highest event number of the conversation: the run numbers its events after.
+    newest = RunEvent.objects.filter(conversation=OuterRef("conversation")).order_by("-seq")
+    return (
+        Run.objects.select_related("conversation__owner", "trigger_message")
+        .annotate(last_event_seq=Coalesce(Subquery(newest.values("seq")[:1]), 0))
+        .get(pk=run_id)
+    )
 
 
 def run_close_with_answer(
