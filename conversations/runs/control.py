@@ -172,11 +172,12 @@ class LoopControl:
             await self._subscribed.wait()
 
     def remove(self, control: RunControl) -> None:
-        """Stop watching ``control``'s run; the last run of a loop ends its tasks (a test's
-        loop closes, a server's may go quiet)."""
+        """Stop watching ``control``'s run. The last run of a loop ends its tasks (a test's
+        loop closes, a server's may go quiet), except on a worker's run loop, which lives
+        as long as its process: the next run finds the subscription made."""
         if self.runs.get(control.run_id) is control:
             del self.runs[control.run_id]
-        if not self.runs:
+        if not self.runs and not loops.is_background_loop(asyncio.get_running_loop()):
             for task in self._tasks:
                 task.cancel()
             self._tasks, self._subscribed = [], None
@@ -201,6 +202,8 @@ class LoopControl:
         while True:
             await asyncio.sleep(heartbeat_interval())
             ids = list(self.runs)
+            if not ids:
+                continue
             try:
                 states = await db(beat_and_read)(ids)
             except Exception:  # one database hiccup must not end the heartbeat
