@@ -6,8 +6,8 @@ run with events after the page's last one (``?after=N``) as one idempotent block
 frames numbered at or below what was caught up are dropped. A live frame numbered past
 it means events were sent before the socket joined and not yet logged: once they are, the
 runs are caught up again (:func:`conversations.eventlog.read_through`); and the log is
-read once more shortly after the connect, for such events when no frame follows them. A
-reconnect never loses or doubles anything.
+read once more shortly after a connect while a run is active, for such events when no
+frame follows them. A reconnect never loses or doubles anything.
 """
 
 from __future__ import annotations
@@ -43,15 +43,16 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self.close(code=4403)
             return
         self.group = group
-        frames, self.last_seq = caught_up
+        frames, self.last_seq, running = caught_up
         await self.accept()
         for html in frames:
             await self.send(text_data=html)
-        self.reread = asyncio.ensure_future(self._reread_later())
+        self.reread = asyncio.ensure_future(self._reread_later()) if running else None
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "group"):
-            self.reread.cancel()
+            if self.reread is not None:
+                self.reread.cancel()
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def _reread_later(self) -> None:

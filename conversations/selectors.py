@@ -129,15 +129,20 @@ class _PendingInject:
 
 def socket_catch_up(
     *, user_id: int | None, conversation_id: int, after_seq: int
-) -> tuple[list[str], int] | None:
+) -> tuple[list[str], int, bool] | None:
     """A websocket's connect: None unless ``user_id`` owns the conversation, else
-    :func:`catch_up_frames`."""
+    :func:`catch_up_frames` and whether a run of the conversation is active (its last
+    events may be sent but not yet written)."""
     if (
         not user_id
         or not Conversation.objects.filter(pk=conversation_id, owner_id=user_id).exists()
     ):
         return None
-    return catch_up_frames(conversation_id=conversation_id, after_seq=after_seq)
+    frames, last_seq = catch_up_frames(conversation_id=conversation_id, after_seq=after_seq)
+    active = Run.objects.filter(
+        conversation_id=conversation_id, status__in=Run.ACTIVE_STATUSES
+    ).exists()
+    return frames, last_seq, active
 
 
 def catch_up_frames(*, conversation_id: int, after_seq: int) -> tuple[list[str], int]:
