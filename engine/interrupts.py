@@ -1,7 +1,8 @@
 """Follow-up messages the user sends while a run is working.
 
-The queue is filled from any thread (a web request, a poller reading durable rows) and
-drained by the agent loop at the mode-specific points described in DESIGN.md.
+The queue is filled from any thread (a wake-up applied on the run's loop, a heartbeat
+reading durable rows) and drained by the agent loop at the mode-specific points described
+in DESIGN.md.
 """
 
 from __future__ import annotations
