@@ -111,15 +111,11 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = env.str("REDIS_URL", default="")
 AGENTSITE_EXECUTION = env.str("AGENTSITE_EXECUTION", default="celery" if REDIS_URL else "embedded")
 
-# Team mode's channel layer publishes each frame as one round trip, and the frames on one
-# connection wait for each other: the same server given as several hosts (channels_redis
-# shards groups over its hosts by name) gives that many connections publishing at once.
-REDIS_PUBSUB_SHARDS = env.int("AGENTSITE_REDIS_PUBSUB_SHARDS", default=4)
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL] * max(1, REDIS_PUBSUB_SHARDS)},
+            "CONFIG": {"hosts": [REDIS_URL]},
         }
     }
     CACHES = {
