@@ -4,7 +4,9 @@ numbered after the highest number in the event log."""
 from __future__ import annotations
 
 from django.db import connection
-from django.db.models import Max
+from django.db.models import Max, OuterRef, Subquery
+from django.db.models.expressions import Expression
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from conversations.models import Conversation, RunEvent
@@ -35,3 +37,10 @@ def last_event_seq(conversation_id: int) -> int:
     """The highest event number of the conversation (0 before its first event)."""
     found = RunEvent.objects.filter(conversation_id=conversation_id).aggregate(last=Max("seq"))
     return found["last"] or 0
+
+
+def last_event_seq_of(conversation: str) -> Expression:
+    """:func:`last_event_seq` as an annotation, for the conversation the outer query's
+    field ``conversation`` refers to (``"pk"`` on conversations)."""
+    newest = RunEvent.objects.filter(conversation=OuterRef(conversation)).order_by("-seq")
+    return Coalesce(Subquery(newest.values("seq")[:1]), 0)

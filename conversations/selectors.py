@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import OuterRef, Q, QuerySet, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import Q, QuerySet
 from django.shortcuts import get_object_or_404
 
 from conversations.models import Conversation, Message, Run, RunEvent
-from conversations.numbering import last_event_seq
+from conversations.numbering import last_event_seq, last_event_seq_of
 
 Entry = tuple[int, int, str, dict[str, Any]]  # (seq, run_id, channel, payload)
 
@@ -21,8 +20,7 @@ def conversation_list(*, user, search: str = "", archived: bool = False) -> Quer
     if search:
         qs = qs.filter(Q(title__icontains=search) | Q(messages__content__icontains=search))
         qs = qs.distinct()
-    newest_event = RunEvent.objects.filter(conversation=OuterRef("pk")).order_by("-seq")
-    qs = qs.annotate(last_event_seq=Coalesce(Subquery(newest_event.values("seq")[:1]), 0))
+    qs = qs.annotate(last_event_seq=last_event_seq_of("pk"))
     return qs.order_by("-updated_at", "-id")
 
 

@@ -10,12 +10,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import OuterRef, Subquery
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from conversations.models import Conversation, Message, Run, RunEvent
-from conversations.numbering import next_message_seq
+from conversations.models import Conversation, Message, Run
+from conversations.numbering import last_event_seq_of, next_message_seq
 from conversations.runs.publisher import (
     Entry,
     publish_events_sync,
@@ -63,12 +61,11 @@ def run_claim(*, run_id: int, task_id: str = "") -> Run | None:
     if not claimed:
         return None
     # With the highest event number of the conversation: the run numbers its events after.
-    newest = RunEvent.objects.filter(conversation=OuterRef("conversation")).order_by("-seq")
     # Only the columns a run reads: every column of four tables is converted row by row.
     return (
         Run.objects.select_related("conversation__owner", "trigger_message")
         .only(*CLAIMED_FIELDS)
-        .annotate(last_event_seq=Coalesce(Subquery(newest.values("seq")[:1]), 0))
+        .annotate(last_event_seq=last_event_seq_of("conversation"))
         .get(pk=run_id)
     )
 
