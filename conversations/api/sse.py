@@ -1,8 +1,9 @@
 """The conversation's events as Server-Sent Events (DESIGN.md section 4).
 
 The stream joins the conversation's group, then replays the log after the client's last
-event id, then forwards live frames; events are logged before their frames are sent, so
-nothing is missed, and live frames already replayed are dropped by number.
+event id, then forwards live frames: live frames already replayed are dropped by number,
+and events sent before the join but not yet logged are waited for in the log
+(:func:`conversations.eventlog.read_through`), so nothing is missed.
 """
 
 from __future__ import annotations
