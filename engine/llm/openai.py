@@ -58,6 +58,7 @@ from engine.llm.base import (
     ascii_chars,
     default_abilities,
 )
+from engine.llm.transport import AsyncioTransport
 from engine.loops import PerLoop
 from engine.messages import ChatMessage, ToolCall, Usage
 
@@ -546,8 +547,8 @@ def _ssl_context() -> ssl.SSLContext:
 # Every streaming run holds a connection for its whole answer: no cap on open connections
 # (a worker's --concurrency bounds them); keep some idle ones for the next runs.
 POOL_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=64)
-_pools: PerLoop[httpx.AsyncHTTPTransport] = PerLoop(
-    lambda: httpx.AsyncHTTPTransport(verify=_ssl_context(), limits=POOL_LIMITS)
+_pools: PerLoop[AsyncioTransport] = PerLoop(
+    lambda: AsyncioTransport(ssl_context=_ssl_context(), limits=POOL_LIMITS)
 )
 
 
