@@ -9,9 +9,10 @@ drops live frames it already read (by number); a frame numbered past what it rea
 events were sent before it joined and not yet written: it waits for them to reach the log
 (:func:`conversations.eventlog.read_through`).
 
-Answer deltas are coalesced: a delta arriving on a quiet stream goes out at once; while
-frames flow, later deltas merge into at most one frame per ``FRAME_INTERVAL``, and into
-fewer when sending a frame gets slow (the process is saturated).
+Answer deltas are coalesced: a run has at most one delta frame being sent; the deltas
+that arrive meanwhile go out together in the next one, at most one per ``FRAME_INTERVAL``
+while frames flow. On a quiet stream each delta goes out at once; when sending gets slow
+(the process or the channel layer is saturated) frames grow instead of queueing.
 """
 
 from __future__ import annotations
@@ -40,9 +41,6 @@ FRAME_INTERVAL = 0.05
 # A delta arriving at least this long after the previous one is not part of a burst: it
 # goes out at once (a steady 20 tokens/s stream never waits).
 IDLE_GAP = 0.025
-# Sending a frame normally takes well under a millisecond; when it takes this long the
-# process is saturated, and deltas are batched even if they trickle in.
-BUSY_SEND_COST = 0.01
 FLUSH_INTERVAL = 0.5
 
 
@@ -88,7 +86,6 @@ class RunPublisher:
         self._pending_delta = ""
         self._last_frame_at = 0.0
         self._last_delta_at = 0.0
-        self._send_cost = 0.0  # moving average of one frame's send time
         self._delta_task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
 
@@ -103,12 +100,11 @@ class RunPublisher:
     async def publish(self, channel: str, payload: dict[str, Any]) -> int:
         """Send one event's frame, then log it (at once if work must not go on before)."""
         async with self._lock:
-            started = self._last_frame_at = time.monotonic()
+            self._last_frame_at = time.monotonic()
             self.seq += 1
             entry: Entry = (self.seq, self.run_id, channel, payload)
             self.unwritten.append(entry)
             await self._send(entry)
-            self._send_cost = 0.8 * self._send_cost + 0.2 * (time.monotonic() - started)
         if _written_at_once(channel, payload):
             await self.flush()
         else:
@@ -123,7 +119,7 @@ class RunPublisher:
         """Send the pending answer text and write every event not yet in the log."""
         await self.send_pending_delta()
         if self._delta_task is not None and not self._delta_task.done():
-            # Let the timer finish (it finds the buffer empty): cancelled mid-send it could
+            # Let the sender finish (it finds the buffer empty): cancelled mid-send it could
             # lose a frame; abandoned, it would outlive the run.
             await self._delta_task
         await self.flush()
@@ -152,35 +148,37 @@ class RunPublisher:
         self.frames_sent += 1
 
     # deltas ---------------------------------------------------------------------------
-    @property
-    def frame_interval(self) -> float:
-        """~50 ms, stretched when sending a frame gets slow: a saturated process sends
-        fewer, larger frames instead of falling behind."""
-        return max(FRAME_INTERVAL, 4 * self._send_cost)
-
     async def _on_delta(self, content: str) -> None:
+        """Hand the delta to the run's delta sender; the engine never waits for a send."""
         if not content:
             return
         now = time.monotonic()
         # Quiet: the previous delta came a while ago (not the previous frame: that would
         # phase-lock a steady 20 tokens/s stream into waiting).
-        quiet = now - self._last_delta_at >= IDLE_GAP and self._send_cost < BUSY_SEND_COST
+        quiet = now - self._last_delta_at >= IDLE_GAP
         self._last_delta_at = now
-        if quiet and not self._pending_delta:
-            await self.publish("answer", {"status": "delta", "content": content})
-            return
         self._pending_delta += content
         if self._delta_task is None or self._delta_task.done():
-            delay = max(0.0, self.frame_interval - (now - self._last_frame_at))
-            self._delta_task = asyncio.ensure_future(self._delayed_delta(delay))
+            self._delta_task = asyncio.ensure_future(self._send_deltas(at_once=quiet))
 
-    async def _delayed_delta(self, delay: float) -> None:
-        await asyncio.sleep(delay)
-        await self.send_pending_delta()
+    async def _send_deltas(self, *, at_once: bool) -> None:
+        """Send the held text until none is left: what arrives during a send waits for it
+        and goes out in the next frame, ``FRAME_INTERVAL`` after the previous one at most."""
+        if not at_once:
+            await self._until_next_frame()
+        while self._pending_delta:
+            await self.send_pending_delta()
+            if self._pending_delta:
+                await self._until_next_frame()
+
+    async def _until_next_frame(self) -> None:
+        delay = self._last_frame_at + FRAME_INTERVAL - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
 
     async def send_pending_delta(self) -> None:
-        """Send the answer text held back, if any. Never cancels the timed send: it may be
-        inside publish() already; sending now empties the buffer, the timer finds none."""
+        """Send the answer text held back, if any. Never cancels the delta sender: it may be
+        inside publish() already; sending now empties the buffer, the sender finds none."""
         content, self._pending_delta = self._pending_delta, ""
         if content:
             await self.publish("answer", {"status": "delta", "content": content})

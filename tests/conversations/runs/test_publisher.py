@@ -64,8 +64,9 @@ async def test_frames_go_out_at_once_and_every_event_reaches_the_log(new_run):
 
     await pub.on_event(ThinkingStart(1))
     await pub.on_event(AnswerDelta("Hello"))
-    assert [c for c, _p in layer.sent] == ["step", "answer"]  # sent before any write
     await pub.on_event(AnswerDone())
+    assert [c for c, _p in layer.sent] == ["step", "answer", "answer"]
+    assert await logged(pub.run_id) == []  # sent before any write
     await pub.close()
 
     assert [(seq, channel) for seq, channel, _p in await logged(pub.run_id)] == [
@@ -121,18 +122,24 @@ async def test_a_delta_mid_send_is_not_lost_when_the_answer_ends(new_run):
     assert layer.sent[-1] == ("answer", {"status": "done"})
 
 
-async def test_a_saturated_process_batches_even_a_trickle(new_run):
-    """When sending a frame has become slow, every delta waits for the next batch."""
+async def test_deltas_arriving_while_a_frame_is_sent_go_out_together_after_it(new_run):
+    """A slow send (a saturated process or channel layer) holds neither the engine nor a
+    queue of one-token frames: what arrives meanwhile goes out as one frame."""
     layer = GatedLayer()
+    layer.hold.clear()
     pub = await make_publisher(new_run, layer)
-    pub._send_cost = 2 * publisher.BUSY_SEND_COST  # as measured under overload
 
-    await pub.on_event(AnswerDelta("a"))  # would go out at once on an idle process
-    await pub.on_event(AnswerDelta("b"))
-    assert layer.sent == []
+    await asyncio.wait_for(pub.on_event(AnswerDelta("a")), 5)  # a quiet stream: sent at once
+    await asyncio.wait_for(layer.entered.wait(), 5)  # ... and the send is slow
+    for piece in "bcd":  # the engine goes on while "a" is still being sent
+        await asyncio.wait_for(pub.on_event(AnswerDelta(piece)), 5)
+    layer.hold.set()
     await pub.close()
 
-    assert layer.sent == [("answer", {"status": "delta", "content": "ab"})]
+    assert layer.sent == [
+        ("answer", {"status": "delta", "content": "a"}),
+        ("answer", {"status": "delta", "content": "bcd"}),
+    ]
 
 
 async def test_runs_of_one_loop_share_a_log_write(new_run, monkeypatch):
@@ -148,6 +155,7 @@ async def test_runs_of_one_loop_share_a_log_write(new_run, monkeypatch):
 
     for pub in pubs:
         await pub.on_event(AnswerDelta(f"answer of run {pub.run_id}"))
+        await pub.send_pending_delta()  # sent now, not by the run's delta sender
     await publisher.writer()._timer  # the shared round, FLUSH_INTERVAL later
 
     assert calls == [[pub.conversation_id for pub in pubs]]
@@ -171,6 +179,7 @@ async def test_events_a_failed_write_kept_are_written_by_the_next(new_run, monke
     monkeypatch.setattr(publisher, "write_events", failing_once)
     pub = await make_publisher(new_run)
     await pub.on_event(AnswerDelta("kept "))
+    await pub.send_pending_delta()
     await publisher.writer()._timer  # this round fails
     assert pub.unwritten and not await logged(pub.run_id)
 
