@@ -9,6 +9,7 @@ and events sent before the join but not yet logged are waited for in the log
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -113,6 +114,11 @@ async def event_stream(conversation_id: int, after: int, *, follow: bool) -> Asy
     channel = await layer.new_channel()
     last = after
     await layer.group_add(group, channel)
+    # One receive for the stream's whole life, cancelled when it ends: cancelling a receive
+    # is how a channel layer learns a channel is gone (channels_redis unsubscribes it then,
+    # as it does for a consumer that exits). A receive cancelled at every heartbeat would
+    # unsubscribe and subscribe again each time, dropping what arrived in between.
+    receiving = asyncio.ensure_future(layer.receive(channel))
     try:
         replay = await db(selectors.events_after)(conversation_id, after)
         for seq, _run_id, event, payload in replay:
@@ -123,15 +129,16 @@ async def event_stream(conversation_id: int, after: int, *, follow: bool) -> Asy
         # The first wait is short: what was sent before the join is written by then.
         interval = min(REREAD_AFTER, heartbeat_interval())
         while True:
-            try:
-                message = await asyncio.wait_for(layer.receive(channel), timeout=interval)
-            except TimeoutError:
+            received, _pending = await asyncio.wait({receiving}, timeout=interval)
+            if not received:
                 interval = heartbeat_interval()
                 entries = await db(selectors.events_after)(conversation_id, last)
                 if not entries:
                     yield HEARTBEAT_FRAME
                     continue
             else:
+                message = receiving.result()
+                receiving = asyncio.ensure_future(layer.receive(channel))
                 if message.get("type") != "run.event" or message["seq"] <= last:
                     continue
                 live = (message["seq"], message["run_id"], message["channel"], message["payload"])
@@ -151,6 +158,9 @@ async def event_stream(conversation_id: int, after: int, *, follow: bool) -> Asy
                 ):
                     return
     finally:
+        receiving.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):  # the stream ends anyway
+            await receiving
         await layer.group_discard(group, channel)
 
 

@@ -321,3 +321,37 @@ async def test_page_loads_reuse_the_servers_redis_connections(
         assert page.status_code == 200
 
     assert server.info("stats")["total_connections_received"] - before < 5
+
+
+async def test_finished_event_streams_leave_no_subscription_behind(
+    team_stack: Stack, browser: Browser
+) -> None:
+    """An SSE stream's channel is subscribed on Redis for the stream's life only: a server
+    that served 300 streams must not hold 300 subscriptions (re-subscribed on every Redis
+    reconnect)."""
+    stack, marker = team_stack, tag("STREAMS")
+    stack.script(
+        rules=[
+            {
+                "contains": marker,
+                "in": "any",
+                "responses": [{"content": "Done."}, {"chunks": ["All ", "done."]}],
+            }
+        ]
+    )
+    conversation_id = await browser.new_conversation()
+    run_id = run_id_of(await browser.send(conversation_id, f"{marker}: hello"))
+    await run_ends(stack, run_id)
+    broker = redis.Redis.from_url(stack.redis_url)
+    before = set(broker.pubsub_channels())
+
+    for _ in range(5):
+        replay = await browser.http.get(f"/api/conversations/{conversation_id}/events?after=0")
+        assert replay.status_code == 200 and "event: done" in replay.text
+
+    await async_wait_for(
+        lambda: not (set(broker.pubsub_channels()) - before),
+        timeout=5,
+        what="the finished streams' subscriptions to go",
+        detail=lambda: str(set(broker.pubsub_channels()) - before),
+    )
