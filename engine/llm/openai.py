@@ -226,11 +226,18 @@ def _redact(text: str, secret: str | None) -> str:
 
 
 def _text_of(content: Any) -> str:
-    if content is None:
-        return ""
+    """The text of a message's or a delta's ``content``: a string, or the text of its
+    content parts. Anything else (a number, an object) is not text and is dropped, never
+    shown to the user as its Python or JSON form."""
+    if isinstance(content, str):
+        return content
     if isinstance(content, list):  # content parts
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return str(content)
+        return "".join(
+            p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
+    if content is not None:
+        logger.warning("ignored a non-text content value of type %s", type(content).__name__)
+    return ""
 
 
 def _reported_usage(reported: Any) -> Usage | None:
@@ -399,7 +406,7 @@ class OpenAICompatibleLLM:
         choice = choices[0] or {}
         message = choice.get("message") or {}
         content = _text_of(message.get("content"))
-        reasoning = message.get("reasoning_content") or message.get("reasoning") or None
+        reasoning = _text_of(message.get("reasoning_content") or message.get("reasoning")) or None
         calls = [
             ToolCall(
                 id=raw.get("id") or _new_call_id(),
@@ -633,7 +640,7 @@ class _StreamState:
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or choice.get("message") or {}
             content = _text_of(delta.get("content"))
-            reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
+            reasoning = _text_of(delta.get("reasoning_content") or delta.get("reasoning"))
             for position, fragment in enumerate(delta.get("tool_calls") or []):
                 self._add_fragment(position, fragment)
             if choice.get("finish_reason"):

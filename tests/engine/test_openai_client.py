@@ -264,6 +264,19 @@ async def test_stream_surfaces_reasoning_before_content(scripted_server, make_ll
     assert all(not d.reasoning_content for d in deltas[first_content:])
 
 
+async def test_non_text_content_in_a_stream_never_reaches_the_answer(scripted_server, make_llm):
+    """A provider that streams a number or an object as ``content``: not text, dropped."""
+    scripted_server.push({"chunks": ["Hello ", 42, {"type": "image"}, True, "world."]})
+    deltas = await collect(make_llm().stream_chat(USER))
+    assert "".join(d.content for d in deltas) == "Hello world."
+
+
+async def test_non_text_content_in_a_reply_is_not_shown_as_text(scripted_server, make_llm):
+    scripted_server.push({"content": {"unexpected": "object"}, "usage": {"completion_tokens": 1}})
+    reply = await make_llm().chat(USER)
+    assert reply.content == ""
+
+
 @pytest.mark.parametrize("repeat_ids", [False, True], ids=["openai-style", "llama.cpp-style"])
 async def test_stream_assembles_fragmented_tool_calls(scripted_server, make_llm, repeat_ids):
     scripted_server.push(
