@@ -54,6 +54,9 @@ class Message(models.Model):
     content = models.TextField()
     pinned = models.BooleanField(default=False)
     reasoning = models.TextField(blank=True)
+    # An answer cut short (its run was stopped, failed or interrupted while it streamed):
+    # the text the user saw, kept as it was.
+    incomplete = models.BooleanField(default=False)
     usage = models.JSONField(default=dict, blank=True)
     run = models.ForeignKey(
         "Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"

@@ -93,6 +93,11 @@ SCHEMAS: dict[str, Any] = {
             },
             "content": {"type": "string"},
             "reasoning": {"type": "string"},
+            "incomplete": {
+                "type": "boolean",
+                "description": "An answer cut short: its run was stopped, failed or was "
+                "interrupted while the answer streamed. The text is what was shown.",
+            },
             "pinned": {"type": "boolean", "description": "Pinned messages survive compaction."},
             "usage": {"type": "object"},
             "run_id": _NULLABLE_INT,

@@ -132,6 +132,7 @@ def message_out(message: Message) -> dict[str, Any]:
         "kind": message.kind,
         "content": message.content,
         "reasoning": message.reasoning,
+        "incomplete": message.incomplete,
         "pinned": message.pinned,
         "usage": message.usage,
         "run_id": message.run_id,

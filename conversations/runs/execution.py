@@ -256,6 +256,8 @@ class RunExecution:
                 run=setup.run,
                 model=setup.model,
                 taken_in=self.inject_ids[: self.taken_in],
+                # What the page showed of an answer stopped or broken off mid-stream.
+                partial_answer=publisher.view.answer_text,
                 status=status,
                 error=error,
                 iterations=result.iterations if result is not None else 0,

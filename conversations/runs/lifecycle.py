@@ -102,14 +102,31 @@ def run_close_with_answer(
 
 
 def run_close_unanswered(
-    *, run: Run, model: Any, taken_in: list[int], **outcome: Any
+    *, run: Run, model: Any, taken_in: list[int], partial_answer: str = "", **outcome: Any
 ) -> Run | None:
-    """Close a run that ended without an answer (its events are written by now);
-    returns the run answering left-over follow-ups, if any."""
+    """Close a run that ended without a complete answer (its events are written by now),
+    keeping the ``partial_answer`` it streamed, if any, as an incomplete answer; returns
+    the run answering left-over follow-ups, if any."""
     with transaction.atomic():
-        # The conversation's row lock, as a message post takes it (see _close).
-        Conversation.objects.filter(pk=run.conversation_id).update(updated_at=timezone.now())
+        if partial_answer.strip():
+            # Numbering the message takes the conversation's row lock (see _close).
+            partial_answer_save(run=run, content=partial_answer)
+        else:
+            # The conversation's row lock, as a message post takes it (see _close).
+            Conversation.objects.filter(pk=run.conversation_id).update(updated_at=timezone.now())
         return _close(run=run, model=model, taken_in=taken_in, **outcome)
+
+
+def partial_answer_save(*, run: Run, content: str) -> Message:
+    """The text of an answer that was cut short, as the user saw it, marked incomplete."""
+    return Message.objects.create(
+        conversation_id=run.conversation_id,
+        seq=next_message_seq(run.conversation_id),
+        role=Message.Role.ASSISTANT,
+        content=content,
+        run=run,
+        incomplete=True,
+    )
 
 
 def _close(
@@ -221,11 +238,15 @@ def run_sweep_stale(*, conversation: Conversation | None = None) -> int:
             status=Run.Status.FAILED, error=NEVER_STARTED, finished_at=now
         )
     swept = 0
-    for run_id in running.values_list("pk", flat=True):
+    for run_id, conversation_id in running.values_list("pk", "conversation_id"):
         updated = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
             status=Run.Status.FAILED, error=INTERRUPTED, finished_at=timezone.now()
         )
         if updated:
             swept += 1
-            publish_interrupted(run_id=run_id)
+            partial = publish_interrupted(run_id=run_id)
+            if partial.strip():
+                with transaction.atomic():
+                    run = Run(pk=run_id, conversation_id=conversation_id)
+                    partial_answer_save(run=run, content=partial)
     return swept

@@ -297,8 +297,9 @@ def publish_events_sync(*, run: Run, events: list[AgentEvent]) -> None:
             logger.warning("could not send event %s of run %s", seq, run.pk, exc_info=True)
 
 
-def publish_interrupted(*, run_id: int) -> None:
-    """Close an interrupted run's open tool cards and report it as failed."""
+def publish_interrupted(*, run_id: int) -> str:
+    """Close an interrupted run's open tool cards and report it as failed; returns the
+    answer text it had streamed (as logged)."""
     run = Run.objects.get(pk=run_id)
     stored = list(
         RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", "channel", "payload")
@@ -310,6 +311,7 @@ def publish_interrupted(*, run_id: int) -> None:
     ]
     events.append(ErrorEvent(run.error or "The run was interrupted.", "failed"))
     publish_events_sync(run=run, events=events)
+    return view.answer_text
 
 
 def run_inject_ids(run_id: int) -> list[int]:

@@ -5,18 +5,20 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from datetime import timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.test import override_settings
+from django.utils import timezone
 
 from conversations import services
 from conversations.models import Message, Run, RunEvent
 from conversations.numbering import last_event_seq
 from conversations.runs import execution, lifecycle
 from conversations.runs.execution import execute_run
-from conversations.runs.publisher import conversation_group
+from conversations.runs.publisher import conversation_group, write_events
 from engine import Tool
 from tests.conversations.running import execute
 from tools.registry import register, spec_for_tool
@@ -202,8 +204,8 @@ async def test_a_failing_close_leaves_the_log_whole_and_the_run_failed(
     user, chat_model, llm_server, no_launch, monkeypatch
 ):
     """The close writes the run's last events in its own transaction: when it fails, the
-    run ends failed saying so, and those events are written with the error, numbered
-    without a gap."""
+    run ends failed saying so, those events are written with the error, numbered without
+    a gap, and the answer the page showed is kept, marked incomplete."""
 
     def failing_close(*args, **kwargs):
         raise RuntimeError("the database went away")
@@ -218,7 +220,8 @@ async def test_a_failing_close_leaves_the_log_whole_and_the_run_failed(
     run = await Run.objects.aget(pk=run.pk)
     assert run.status == "failed" and run.error == execution.UNSAVED_ANSWER
     assert await Message.objects.filter(pk=message.pk).aexists()
-    assert not await Message.objects.filter(run=run, role="assistant").aexists()
+    kept = await Message.objects.aget(run=run, role="assistant")
+    assert kept.incomplete and kept.content == "Final answer."
     events = await sync_to_async(event_list)(run)
     assert ("answer", None, "delta") in events
     assert events[-1] == ("error", None, "failed") and ("done", None, None) not in events
@@ -363,3 +366,57 @@ async def test_a_followup_sent_while_the_answer_streams_starts_the_next_run(
     assert f'id="msg-{followup.pk}"' in announced["html"]
     assert f'id="run-{followup_run.pk}"' in announced["html"]
     assert announced["seq"] > max(f["seq"] for f in frames if f["channel"] == "done")
+
+
+async def test_a_stopped_answer_keeps_the_text_the_page_showed(
+    user, chat_model, llm_server, no_launch, client
+):
+    """Stop mid-answer: what streamed stays, as an incomplete answer, on a reload (the
+    page), in the API and in what the model sees next."""
+    llm_server.push("Done.", {"chunks": ["Half an answer", " never sent"], "hang": 30})
+    conversation = await sync_to_async(services.conversation_create)(owner=user)
+    _, run, _ = await sync_to_async(post)(conversation, user, "tell me")
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(conversation_group(conversation.pk), channel)
+    running = asyncio.ensure_future(execute_run(run.pk))
+    shown = ""
+    while not shown:  # the stream stalls after its first piece
+        frame = await asyncio.wait_for(layer.receive(channel), 10)
+        if frame["channel"] == "answer":
+            shown += frame["payload"].get("content", "")
+    await sync_to_async(services.run_cancel)(run=await Run.objects.aget(pk=run.pk))
+    outcome = await asyncio.wait_for(running, 10)
+
+    assert outcome.status == "cancelled"
+    kept = await Message.objects.aget(run=run, role=Message.Role.ASSISTANT)
+    assert kept.incomplete and kept.content == "Half an answer"
+
+    await sync_to_async(client.force_login)(user)
+    page = (await sync_to_async(client.get)(f"/c/{conversation.pk}/")).content.decode()
+    assert "Half an answer" in page and "Stopped." in page
+    api = await sync_to_async(client.get)(f"/api/conversations/{conversation.pk}")
+    answer = [m for m in api.json()["messages"] if m["role"] == "assistant"]
+    assert [(m["content"], m["incomplete"]) for m in answer] == [("Half an answer", True)]
+
+
+async def test_an_interrupted_runs_logged_answer_is_kept_by_the_sweep(user, chat_model, no_launch):
+    """The worker died mid-answer: the sweep keeps what reached the log."""
+    conversation = await sync_to_async(services.conversation_create)(owner=user)
+    _, run, _ = await sync_to_async(post)(conversation, user, "tell me")
+
+    def die_mid_answer() -> None:
+        claimed = lifecycle.run_claim(run_id=run.pk)
+        assert claimed is not None
+        write_events(
+            [(conversation.pk, [(1, run.pk, "answer", {"status": "delta", "content": "Cut "}),
+                                (2, run.pk, "answer", {"status": "delta", "content": "off"})])]
+        )  # fmt: skip
+        Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(hours=1))
+
+    await sync_to_async(die_mid_answer)()
+    assert await sync_to_async(lifecycle.run_sweep_stale)() == 1
+
+    kept = await Message.objects.aget(run=run, role=Message.Role.ASSISTANT)
+    assert kept.incomplete and kept.content == "Cut off"
+    assert (await Run.objects.aget(pk=run.pk)).status == "failed"
