@@ -155,6 +155,8 @@ AGENTSITE_HTTP_THREADS = env.int("AGENTSITE_HTTP_THREADS", default=8)
 # A running run writes its heartbeat this often, and re-checks for a Stop or follow-up
 # whose wake-up message was lost (e.g. during a Redis reconnect).
 AGENTSITE_RUN_HEARTBEAT_SECONDS = env.float("AGENTSITE_RUN_HEARTBEAT_SECONDS", default=5.0)
+# A run still working after this many seconds is stopped and says so (0: no limit).
+AGENTSITE_RUN_DEADLINE_SECONDS = env.float("AGENTSITE_RUN_DEADLINE_SECONDS", default=600.0)
 # GIL switch interval of the streaming processes (CPython's default is 5 ms; 0 keeps it).
 AGENTSITE_GIL_SWITCH_MS = env.float("AGENTSITE_GIL_SWITCH_MS", default=1.0)
 AGENTSITE_SSE_HEARTBEAT = env.float("AGENTSITE_SSE_HEARTBEAT", default=15.0)  # seconds

@@ -83,6 +83,9 @@ class Run(models.Model):
         FAILED = "failed"
         CANCELLED = "cancelled"
         PAUSED = "paused"
+        # Answered, but the answer was cut short (its stream broke off, it reached its
+        # length limit, or the run reached its time limit while answering).
+        INCOMPLETE = "incomplete"
 
     ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING)
 

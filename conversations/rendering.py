@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from django.template.loader import render_to_string
 from django.utils.html import escape
@@ -302,6 +302,16 @@ class RunView:
         return _partial("run-finish", {"view": self, "oob": True})
 
     # helpers for templates -------------------------------------------------
+    RETRYABLE: ClassVar[tuple[str, ...]] = ("failed", "cancelled", "incomplete")  # with Retry
+
+    @property
+    def incomplete(self) -> str:
+        """Why the saved answer is cut short ("" when it is complete)."""
+        done = self.done or {}
+        if done.get("status") != "incomplete":
+            return ""
+        return done.get("reason") or "The answer is incomplete."
+
     @property
     def answer_html(self) -> str:
         return render_markdown(self.answer_text)

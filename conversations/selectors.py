@@ -68,13 +68,14 @@ def conversation_timeline(*, conversation: Conversation) -> dict:
         events_by_run.setdefault(run_id, []).append((seq, channel, payload))
     answers = {m.run_id: m for m in messages if m.role == Message.Role.ASSISTANT and m.run_id}
     items: list[dict] = []
-    run_by_trigger = {run.trigger_message_id: run for run in runs}
+    runs_by_trigger: dict[int | None, list[Run]] = {}
+    for run in runs:  # a retried question has several runs, in order
+        runs_by_trigger.setdefault(run.trigger_message_id, []).append(run)
     placed: set[int] = set()
     for message in messages:
         if message.role == Message.Role.USER and message.kind == Message.Kind.CHAT:
             items.append({"kind": "message", "message": message})
-        run = run_by_trigger.get(message.pk)
-        if run is not None:
+        for run in runs_by_trigger.get(message.pk, ()):
             items.append(
                 _run_item(run, events_by_run, answers, messages, build_run_view, run_inject_ids)
             )

@@ -170,6 +170,31 @@ def _message_save(
     return message, run, False
 
 
+RETRYABLE_STATUSES = (Run.Status.FAILED, Run.Status.CANCELLED, Run.Status.INCOMPLETE)
+
+
+def run_retry(*, run: Run, user) -> Run:
+    """Answer the question of the conversation's latest run again, as a new run (the
+    question stays as it was; the earlier attempt stays on the page)."""
+    with transaction.atomic():
+        # The conversation's row lock, as a message post takes it: no run starts meanwhile.
+        Conversation.objects.filter(pk=run.conversation_id).update(updated_at=timezone.now())
+        run = Run.objects.get(pk=run.pk)
+        latest = run.conversation.runs.order_by("-created_at", "-id").first()
+        if run.status not in RETRYABLE_STATUSES or run.trigger_message_id is None:
+            raise ApplicationError("Only a failed, stopped or incomplete answer can be retried.")
+        if latest is None or latest.pk != run.pk:
+            raise ApplicationError("Only the latest answer can be retried.")
+        refusal = _quota_refusal(user)
+        if refusal:
+            raise ApplicationError(refusal, code="quota")
+        retry = Run.objects.create(
+            conversation_id=run.conversation_id, trigger_message_id=run.trigger_message_id
+        )
+        transaction.on_commit(lambda: launcher.launch(retry.pk))
+    return retry
+
+
 def _quota_refusal(user) -> str:
     """The quota's refusal message, or "" when the user may start a run."""
     from llms.services import quota_check

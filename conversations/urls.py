@@ -16,6 +16,7 @@ urlpatterns = [
     path("c/<int:conversation_id>/delete/", views.conversation_delete, name="conversation_delete"),
     path("c/<int:conversation_id>/model/", views.conversation_model, name="conversation_model"),
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
+    path("runs/<int:run_id>/retry/", views.run_retry, name="run_retry"),
     path("runs/<int:run_id>/summary/", views.run_summary, name="run_summary"),
     path("runs/<int:run_id>/artifacts/", views.run_artifacts, name="run_artifacts"),
     path("m/<int:message_id>/pin/", views.message_pin, name="message_pin"),

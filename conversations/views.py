@@ -100,6 +100,21 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
 
 
 @require_POST
+def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = selectors.run_get(user=request.user, run_id=run_id)
+    try:
+        retry = services.run_retry(run=run, user=request.user)
+    except ApplicationError as exc:
+        html = render_to_string(f"{PARTIALS}#form-error", {"error": exc.message}, request)
+        response = HttpResponse(html, status=409)
+        response["HX-Reswap"] = "none"
+        return response
+    html = render_run_block(RunView(run_id=retry.pk), retry, with_next_slot=True)
+    html += render_to_string(f"{PARTIALS}#form-error", {"error": ""}, request)
+    return HttpResponse(html)
+
+
+@require_POST
 def message_pin(request: HttpRequest, message_id: int) -> HttpResponse:
     message = selectors.message_get(user=request.user, message_id=message_id)
     pinned = request.POST.get("pinned", "1") not in ("0", "false", "")

@@ -178,6 +178,7 @@ class ReActAgent:
         cancel: CancelToken | None = None,
         selection_llm: LLM | None = None,
         tool_timeout: float | None = None,
+        max_answer_tokens: int | None = None,
     ) -> None:
         if max_iterations < 1:
             raise ValueError("max_iterations must be at least 1")
@@ -192,6 +193,7 @@ class ReActAgent:
         self.cancel = cancel
         self.selection_llm = selection_llm
         self.tool_timeout = tool_timeout
+        self.max_answer_tokens = max_answer_tokens
 
     @property
     def _native_mode_active(self) -> bool:
@@ -637,7 +639,12 @@ class ReActAgent:
         follows.
         """
         return answer_phase.stream_answer(
-            self.llm, result, query, cancel=self.cancel, emit=self._emit
+            self.llm,
+            result,
+            query,
+            cancel=self.cancel,
+            emit=self._emit,
+            max_tokens=self.max_answer_tokens,
         )
 
     async def finish(self, result: AgentResult, answer: str | None = None) -> None:

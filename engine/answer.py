@@ -23,7 +23,7 @@ from engine.messages import ChatMessage
 if TYPE_CHECKING:
     from engine.agent import AgentResult
 
-__all__ = ["CANCELLED", "SUCCEEDED", "finish", "merge_ready", "stream_answer"]
+__all__ = ["CANCELLED", "INCOMPLETE", "SUCCEEDED", "finish", "merge_ready", "stream_answer"]
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +31,13 @@ logger = logging.getLogger(__name__)
 # imports this module, defines the others).
 SUCCEEDED = "succeeded"
 CANCELLED = "cancelled"
+# The answer was cut short: its stream broke off midway, or it reached its length limit.
+INCOMPLETE = "incomplete"
+
+# An answer longer than this many tokens (estimated as characters / 4) is cut: a model
+# that never stops would otherwise stream until Stop.
+DEFAULT_MAX_ANSWER_TOKENS = 4096
+CHARS_PER_TOKEN = 4
 
 Emit = Callable[[AgentEvent], Awaitable[None]]
 T = TypeVar("T")
@@ -47,14 +54,18 @@ async def stream_answer(
     *,
     cancel: CancelToken | None,
     emit: Emit,
+    max_tokens: int | None = None,
 ) -> AsyncIterator[str]:
     """Stream the final answer, then emit ``AnswerDone`` and ``Done``.
 
     A succeeded run gets a separate synthesis call (question + trace); a paused or
     failed run streams its explanation verbatim. If the stream fails before its
-    first chunk, ``result.answer`` is streamed instead. On cancellation it stops,
-    sets ``result.status`` to ``cancelled`` and emits neither ``AnswerDone`` nor
-    ``Done``. The stream's usage and time are added to ``result``.
+    first chunk, ``result.answer`` is streamed instead; if it fails midway, or the answer
+    passes ``max_tokens`` (default :data:`DEFAULT_MAX_ANSWER_TOKENS`), what streamed is
+    the answer and ``result.status`` becomes ``incomplete`` with the reason in
+    ``result.error``. On cancellation it stops, sets ``result.status`` to ``cancelled``
+    and emits neither ``AnswerDone`` nor ``Done``. The stream's usage and time are added
+    to ``result``.
     """
     if result.status == CANCELLED or (cancel is not None and cancel.cancelled):
         result.status = CANCELLED
@@ -64,7 +75,8 @@ async def stream_answer(
     parts: list[str] = []
     try:
         if result.status == SUCCEEDED:
-            source = _synthesise(llm, result, query, cancel)
+            limit = max_tokens or DEFAULT_MAX_ANSWER_TOKENS
+            source = _capped(_synthesise(llm, result, query, cancel), result, limit)
         else:
             source = _single(result.answer)
         async for chunk in source:
@@ -84,7 +96,31 @@ async def stream_answer(
 async def finish(result: AgentResult, answer: str | None = None, *, emit: Emit) -> None:
     """Emit the run's one ``Done`` event (``stream_answer`` calls this at its end)."""
     text = result.answer if answer is None else answer
-    await emit(Done(text, result.iterations, result.usage.to_dict(), result.elapsed))
+    if result.status == INCOMPLETE:
+        status, reason = INCOMPLETE, result.error or "The answer is incomplete."
+    else:
+        status, reason = SUCCEEDED, ""
+    usage = result.usage.to_dict()
+    await emit(Done(text, result.iterations, usage, result.elapsed, status, reason))
+
+
+async def _capped(
+    chunks: AsyncIterator[str], result: AgentResult, limit: int
+) -> AsyncIterator[str]:
+    """``chunks`` up to about ``limit`` tokens; past it the stream is closed (which closes
+    the upstream request) and the answer marked incomplete."""
+    budget = limit * CHARS_PER_TOKEN
+    try:
+        async for chunk in chunks:
+            if len(chunk) >= budget:
+                yield chunk[:budget]
+                result.status = INCOMPLETE
+                result.error = f"The answer reached its length limit ({limit} tokens) and was cut."
+                return
+            budget -= len(chunk)
+            yield chunk
+    finally:
+        await chunks.aclose()  # type: ignore[attr-defined]
 
 
 async def _synthesise(
@@ -107,6 +143,8 @@ async def _synthesise(
     except LLMError as exc:
         if yielded:
             logger.warning("answer stream failed midway, keeping the partial answer: %s", exc)
+            result.status = INCOMPLETE
+            result.error = f"The model's server stopped sending the answer partway ({exc})."
             return
         logger.warning("answer stream failed, falling back to the loop's answer: %s", exc)
     if not yielded and result.answer:

@@ -166,15 +166,23 @@ class Done(AgentEvent):
     iterations: int
     usage: dict[str, int]
     elapsed: float
+    # "incomplete" when the answer is cut short (its stream broke off, or it reached its
+    # length limit), with the reason in plain words.
+    status: str = "succeeded"
+    reason: str = ""
     channel: ClassVar[str] = "done"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
+            "status": self.status,
             "answer": self.answer,
             "iterations": self.iterations,
             "usage": self.usage,
             "elapsed": round(self.elapsed, 4),
         }
+        if self.reason:
+            out["reason"] = self.reason
+        return out
 
 
 @dataclass
@@ -230,6 +238,8 @@ def event_from_dict(channel: str, payload: dict[str, Any]) -> AgentEvent:
             payload.get("iterations", 0),
             payload.get("usage", {}),
             payload.get("elapsed", 0.0),
+            payload.get("status", "succeeded"),
+            payload.get("reason", ""),
         )
     if channel == "error":
         return ErrorEvent(payload.get("message", ""), payload.get("status", "failed"))

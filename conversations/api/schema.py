@@ -109,7 +109,19 @@ SCHEMAS: dict[str, Any] = {
         "type": "object",
         "properties": {
             "id": {"type": "integer"},
-            "status": {"enum": ["queued", "running", "succeeded", "failed", "cancelled", "paused"]},
+            "status": {
+                "enum": [
+                    "queued",
+                    "running",
+                    "succeeded",
+                    "failed",
+                    "cancelled",
+                    "paused",
+                    "incomplete",
+                ],
+                "description": "incomplete: answered, but the answer was cut short (its "
+                "stream broke off, it reached its length or time limit).",
+            },
             "trigger_message_id": _NULLABLE_INT,
             "iterations": {"type": "integer"},
             "usage": {"type": "object"},
@@ -191,8 +203,10 @@ sequence number), `event:` (the protocol channel) and `data:` (the JSON payload)
 - `compact`: `{original_messages, kept_messages}`
 - `phase`: `{phase:"selecting_tools", total_tools}`
 - `inject`: `{type:"inject", content}`
-- `done`: `{answer, iterations, usage, elapsed}`
-- `error`: `{message, status}` (status `failed` or `cancelled`)
+- `done`: `{status, answer, iterations, usage, elapsed}` (status `succeeded`, or
+  `incomplete` with a `reason` when the answer was cut short)
+- `error`: `{message, status}` (status `failed`, `cancelled`, or `incomplete` when a run
+  reached its time limit mid-answer)
 - `followup`: `{run_id, messages: [{id, content, pinned}]}`, after a run's `done` or
   `error`: follow-ups that reached it too late (e.g. while it wrote its answer) became
   the questions of the new run `run_id`, whose events follow

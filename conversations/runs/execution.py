@@ -7,10 +7,13 @@ access is a short call on a database thread.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass
 from typing import Any
+
+from django.conf import settings
 
 from conversations import compaction
 from conversations.models import Message, Run
@@ -27,6 +30,12 @@ logger = logging.getLogger(__name__)
 UNSAVED_ANSWER = (
     "The answer could not be saved because of an internal error. Send the message again."
 )
+
+
+def deadline_message(seconds: float) -> str:
+    minutes = seconds / 60
+    limit = f"{minutes:g} minutes" if minutes >= 1 else f"{seconds:g} seconds"
+    return f"The run reached its time limit ({limit}) and was stopped."
 
 
 @dataclass
@@ -77,6 +86,7 @@ class RunExecution:
         self.unsaved = False  # saving the answer failed
         self.followup: Run | None = None
         self.started = time.perf_counter()
+        self.deadline_reached = False
 
     async def execute(self) -> RunOutcome:
         # Wake-ups are received before the claim: a Stop or follow-up saved from now on
@@ -93,7 +103,21 @@ class RunExecution:
                 logger.info("run %s was stopped before it started", self.run_id)
                 return RunOutcome(None)
             self.control.apply_state(*self.setup.state)  # saved while it was queued
-            status, error = await self._run_agent()
+            deadline = float(getattr(settings, "AGENTSITE_RUN_DEADLINE_SECONDS", 0) or 0)
+            timer = (
+                asyncio.get_running_loop().call_later(deadline, self._reach_deadline)
+                if deadline > 0
+                else None
+            )
+            try:
+                status, error = await self._run_agent()
+            finally:
+                if timer is not None:
+                    timer.cancel()
+            if self.deadline_reached and status == Run.Status.CANCELLED:
+                answered = self.answered or bool(self.publisher and self.publisher.view.answer_text)
+                status = Run.Status.INCOMPLETE if answered else Run.Status.FAILED
+                error = deadline_message(deadline)
         finally:
             await self.control.stop()
             llm = self.setup.llm if self.setup is not None else None
@@ -132,6 +156,11 @@ class RunExecution:
             setup.error = str(exc)
         return setup
 
+    def _reach_deadline(self) -> None:
+        """The run's time is up: it stops as a Stop would, and says why."""
+        self.deadline_reached = True
+        self.token.cancel()
+
     def _deliver(self, message_id: int, content: str) -> None:
         # The id first: the engine's Inject event for this text is rendered against it.
         self.inject_ids.append(message_id)
@@ -165,6 +194,7 @@ class RunExecution:
                 on_event=self._on_event,
                 cancel=self.token,
                 context_guard=guard,
+                max_answer_tokens=setup.model.max_output_tokens,
             )
             self.result = await agent.run(setup.query, loaded.messages)
             if self.result.status in (Run.Status.SUCCEEDED, Run.Status.PAUSED):
@@ -246,6 +276,9 @@ class RunExecution:
                 await publisher.publish(ended.channel, ended.to_dict())
             elif status == Run.Status.CANCELLED:
                 ended = ErrorEvent("Stopped.", "cancelled")
+                await publisher.publish(ended.channel, ended.to_dict())
+            elif status == Run.Status.INCOMPLETE and not self.answered:
+                ended = ErrorEvent(error, "incomplete")
                 await publisher.publish(ended.channel, ended.to_dict())
             await publisher.close()
         except Exception:  # the run is closed below all the same

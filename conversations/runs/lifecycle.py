@@ -93,6 +93,7 @@ def run_close_with_answer(
             content=answer,
             run=run,
             usage=outcome.get("usage") or {},
+            incomplete=outcome.get("status") == Run.Status.INCOMPLETE,
         )
         # Numbered right after the run's question: nobody wrote meanwhile, no follow-ups.
         trigger_seq = run.trigger_message.seq if run.trigger_message_id else 0

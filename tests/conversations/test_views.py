@@ -28,7 +28,8 @@ def test_every_url_is_404_for_another_user(client, other_user, conversation, use
     gets = [f"/c/{pk}/"]
     posts = [
         f"/c/{pk}/messages/", f"/c/{pk}/rename/", f"/c/{pk}/archive/", f"/c/{pk}/delete/",
-        f"/c/{pk}/model/", f"/runs/{run.pk}/cancel/", f"/m/{message.pk}/pin/",
+        f"/c/{pk}/model/", f"/runs/{run.pk}/cancel/", f"/runs/{run.pk}/retry/",
+        f"/m/{message.pk}/pin/",
     ]  # fmt: skip
     for url in gets:
         assert client.get(url).status_code == 404, url
@@ -135,3 +136,32 @@ def test_first_message_titles_the_conversation_in_the_same_response(user_client,
     assert 'hx-swap-oob="true"' in response.text
     second = user_client.post(f"/c/{untitled.pk}/messages/", {"content": "and more"})
     assert 'id="conversation-title"' not in second.text
+
+
+def test_retry_answers_the_latest_question_again_as_a_new_run(client, user, conversation):
+    client.force_login(user)
+    message, run, _ = services.message_post(conversation=conversation, user=user, content="hi")
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.INCOMPLETE)
+
+    response = client.post(f"/runs/{run.pk}/retry/")
+
+    assert response.status_code == 200
+    retry = Run.objects.exclude(pk=run.pk).get(conversation=conversation)
+    assert retry.trigger_message_id == message.pk and retry.status == Run.Status.QUEUED
+    assert f'id="run-{retry.pk}"' in response.content.decode()
+    assert Message.objects.filter(conversation=conversation).count() == 1  # no new question
+    page = client.get(f"/c/{conversation.pk}/").content.decode()
+    assert page.index(f'id="run-{run.pk}"') < page.index(f'id="run-{retry.pk}"')
+
+
+def test_retry_refuses_a_run_that_is_not_the_latest_or_succeeded(client, user, conversation):
+    client.force_login(user)
+    _, first, _ = services.message_post(conversation=conversation, user=user, content="one")
+    Run.objects.filter(pk=first.pk).update(status=Run.Status.FAILED)
+    _, second, _ = services.message_post(conversation=conversation, user=user, content="two")
+    Run.objects.filter(pk=second.pk).update(status=Run.Status.SUCCEEDED)
+
+    for run, why in ((first, "Only the latest answer"), (second, "Only a failed, stopped")):
+        response = client.post(f"/runs/{run.pk}/retry/")
+        assert response.status_code == 409 and why in response.content.decode()
+    assert Run.objects.filter(conversation=conversation).count() == 2

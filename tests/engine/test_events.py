@@ -72,10 +72,23 @@ CASES: list[tuple[AgentEvent, str, dict[str, Any]]] = [
         ),
         "done",
         {
+            "status": "succeeded",
             "answer": "answer",
             "iterations": 4,
             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
             "elapsed": 2.0,
+        },
+    ),
+    (
+        Done("cut", 1, {}, 1.0, "incomplete", "The answer reached its length limit."),
+        "done",
+        {
+            "status": "incomplete",
+            "answer": "cut",
+            "iterations": 1,
+            "usage": {},
+            "elapsed": 1.0,
+            "reason": "The answer reached its length limit.",
         },
     ),
     (ErrorEvent("boom"), "error", {"message": "boom", "status": "failed"}),

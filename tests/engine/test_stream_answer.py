@@ -101,14 +101,43 @@ async def test_stream_failure_before_any_chunk_yields_the_loop_answer() -> None:
     assert isinstance(events[-1], Done) and events[-1].answer == "fallback answer"
 
 
-async def test_stream_failure_midway_keeps_the_partial_answer() -> None:
+async def test_stream_failure_midway_keeps_the_partial_answer_marked_incomplete() -> None:
     events: list[AgentEvent] = []
     llm = ScriptedLLM([{"content": "Partial answer", "stream_error": UnavailableError("reset")}])
+    result = result_with([])
 
-    chunks = await collect(agent_with(llm, events), result_with([]))
+    chunks = await collect(agent_with(llm, events), result)
 
     assert "".join(chunks) == "Partial answer"
-    assert events[-1].answer == "Partial answer"  # type: ignore[attr-defined]
+    done = events[-1]
+    assert isinstance(done, Done) and done.answer == "Partial answer"
+    assert result.status == "incomplete"
+    assert done.status == "incomplete"
+    assert "stopped sending the answer partway" in done.to_dict()["reason"]
+
+
+async def test_an_answer_past_its_length_limit_is_cut_and_marked_incomplete() -> None:
+    events: list[AgentEvent] = []
+    endless = "word " * 1_000  # 5,000 characters: about 1,250 tokens
+    llm = ScriptedLLM([{"content": endless}])
+    agent = ReActAgent(llm, ToolRegistry(), on_event=events.append, max_answer_tokens=100)
+    result = result_with([])
+
+    answer = "".join(await collect(agent, result))
+
+    assert answer == endless[:400]  # 100 tokens of 4 characters
+    assert result.status == "incomplete"
+    assert isinstance(events[-1], Done) and events[-1].status == "incomplete"
+    assert "length limit (100 tokens)" in events[-1].reason
+
+
+async def test_a_complete_answer_is_not_marked_incomplete() -> None:
+    events: list[AgentEvent] = []
+    result = result_with([])
+    await collect(agent_with(ScriptedLLM(["All of it."]), events), result)
+    assert result.status == "succeeded"
+    assert isinstance(events[-1], Done)
+    assert events[-1].to_dict()["status"] == "succeeded" and "reason" not in events[-1].to_dict()
 
 
 async def test_empty_stream_yields_the_loop_answer() -> None:
@@ -144,6 +173,7 @@ async def test_finish_emits_done_for_callers_that_do_not_stream() -> None:
 
     assert [e.to_dict() for e in events] == [
         {
+            "status": "succeeded",
             "answer": "short",
             "iterations": 1,
             "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},

@@ -92,7 +92,7 @@ async def test_tool_call_then_streamed_answer(user, chat_model, llm_server, no_l
         ("step", "iteration", "done"),
     ]
     assert ("step", "answer", "start") in events
-    assert events[-1] == ("done", None, None)
+    assert events[-1] == ("done", None, "succeeded")
     assert events[-2] == ("answer", None, "done")
     seqs = [
         e
@@ -224,7 +224,7 @@ async def test_a_failing_close_leaves_the_log_whole_and_the_run_failed(
     assert kept.incomplete and kept.content == "Final answer."
     events = await sync_to_async(event_list)(run)
     assert ("answer", None, "delta") in events
-    assert events[-1] == ("error", None, "failed") and ("done", None, None) not in events
+    assert events[-1] == ("error", None, "failed") and not any(e[0] == "done" for e in events)
     seqs = [
         seq
         async for seq in RunEvent.objects.filter(run=run)
@@ -420,3 +420,44 @@ async def test_an_interrupted_runs_logged_answer_is_kept_by_the_sweep(user, chat
     kept = await Message.objects.aget(run=run, role=Message.Role.ASSISTANT)
     assert kept.incomplete and kept.content == "Cut off"
     assert (await Run.objects.aget(pk=run.pk)).status == "failed"
+
+
+async def test_an_answer_whose_stream_breaks_off_is_saved_incomplete_with_a_retry(
+    user, chat_model, llm_server, no_launch, client
+):
+    """Not "succeeded" with part of the text: incomplete, saying why, with a Retry."""
+    provider = chat_model.provider
+    provider.timeout = 0.5  # the read timeout that cuts the stalled stream
+    await provider.asave(update_fields=["timeout"])
+    llm_server.push("Done.", {"chunks": ["The first half", " never comes"], "hang": 10})
+    conversation = await sync_to_async(services.conversation_create)(owner=user)
+    _, run, _ = await sync_to_async(post)(conversation, user, "explain")
+
+    assert await execute(run.pk) == "incomplete"
+
+    run = await Run.objects.aget(pk=run.pk)
+    assert "stopped sending the answer partway" in run.error
+    kept = await Message.objects.aget(run=run, role=Message.Role.ASSISTANT)
+    assert kept.incomplete and kept.content == "The first half"
+    await sync_to_async(client.force_login)(user)
+    page = (await sync_to_async(client.get)(f"/c/{conversation.pk}/")).content.decode()
+    assert "The first half" in page and "stopped sending the answer partway" in page
+    assert f"/runs/{run.pk}/retry/" in page
+
+
+@override_settings(AGENTSITE_RUN_DEADLINE_SECONDS=0.5)
+async def test_a_run_past_its_deadline_is_stopped_saying_so(
+    user, chat_model, llm_server, no_launch
+):
+    llm_server.push({"content": "too late", "delay": 10})
+    conversation = await sync_to_async(services.conversation_create)(owner=user)
+    _, run, _ = await sync_to_async(post)(conversation, user, "take forever")
+    started = time.monotonic()
+
+    assert await execute(run.pk) == "failed"
+
+    assert time.monotonic() - started < 5
+    run = await Run.objects.aget(pk=run.pk)
+    assert run.error == "The run reached its time limit (0.5 seconds) and was stopped."
+    error = await RunEvent.objects.filter(run=run, channel="error").aget()
+    assert error.payload == {"message": run.error, "status": "failed"}
