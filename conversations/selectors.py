@@ -162,7 +162,13 @@ def catch_up_frames(*, conversation_id: int, after_seq: int) -> tuple[list[str],
         if answer is not None:
             view.answer_text = answer.content
             view.assistant_message = answer
-        frames.append(render_run_block(view, run, oob=True))
+        # The block replaces the page's: follow-ups not yet taken in must stay in it.
+        pending = [
+            _PendingInject(m)
+            for m in run.messages.filter(kind=Message.Kind.INJECT, delivered_at__isnull=True)
+            .order_by("seq")
+        ]  # fmt: skip
+        frames.append(render_run_block(view, run, pending_injects=pending, oob=True))
         if view.followup:  # fills the slot after this run (the next run's block comes next)
             frames.append(view.followup_frame())
     return frames, last_seq

@@ -257,3 +257,25 @@ async def test_reconnect_after_a_followup_run_started_shows_it_after_its_questio
     assert "and &lt;why&gt;?" in slot
     assert f'id="next-{second.pk}"' in slot  # where a follow-up of that run would go
     await socket.disconnect()
+
+
+async def test_a_catch_up_keeps_a_follow_up_not_yet_delivered(client, user, setup_run):
+    """A reload before the run took the follow-up in: the socket's catch-up re-renders
+    the run block, and the pending follow-up must stay in it."""
+    conversation, run = await sync_to_async(setup_run)()
+    cookie = await sync_to_async(login_cookie)(client, user)
+    publisher = RunPublisher(run_id=run.pk, conversation_id=conversation.pk, start_seq=0)
+    await publisher.on_event(ThinkingStart(1))
+    await publisher.flush()
+    followup, _run, injected = await sync_to_async(services.message_post)(
+        conversation=conversation, user=user, content="also check Paris"
+    )
+    assert injected
+
+    socket = await open_socket(conversation.pk, cookie, after=0)
+    catch_up = await socket.receive_from(timeout=2)
+
+    assert f'id="run-{run.pk}"' in catch_up
+    assert f'id="inject-{followup.pk}"' in catch_up and "also check Paris" in catch_up
+    await publisher.close()
+    await socket.disconnect()
