@@ -29,7 +29,7 @@ from django.urls import path, re_path  # noqa: E402
 
 from agentsite.runtime import tune_for_streaming, tune_garbage_collection, warm_up  # noqa: E402
 from conversations.routing import websocket_urlpatterns  # noqa: E402
-from conversations.runs import loops  # noqa: E402
+from conversations.runs import launcher, loops  # noqa: E402
 
 tune_for_streaming()
 
@@ -54,4 +54,5 @@ async def application(scope, receive, send):
     """Remember the server's loop (embedded runs execute on it), then route."""
     if scope["type"] != "lifespan":
         loops.bind_server_loop()
+        launcher.keep_sweeping()
     await router(scope, receive, send)

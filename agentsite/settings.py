@@ -141,11 +141,10 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # time the stale-run sweep has failed the run anyway. Tasks a worker reserved but had not
 # started still go back to the queue on a warm shutdown.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"ack_emulation": False}
-# Team mode: `celery -A agentsite beat` marks runs whose worker died as failed.
-CELERY_BEAT_SCHEDULE = {
-    "sweep-stale-runs": {"task": "conversations.sweep_stale_runs", "schedule": 60.0},
-}
-AGENTSITE_RUN_STALE_SECONDS = env.int("AGENTSITE_RUN_STALE_SECONDS", default=90)
+# A running run whose heartbeat is this old is reported interrupted by the next sweep;
+# every ASGI server sweeps this often.
+AGENTSITE_RUN_STALE_SECONDS = env.int("AGENTSITE_RUN_STALE_SECONDS", default=25)
+AGENTSITE_RUN_SWEEP_SECONDS = env.float("AGENTSITE_RUN_SWEEP_SECONDS", default=5.0)
 AGENTSITE_MESSAGE_MAX_CHARS = env.int("AGENTSITE_MESSAGE_MAX_CHARS", default=100_000)
 AGENTSITE_API_RATE_LIMIT = env.int("AGENTSITE_API_RATE_LIMIT", default=120)  # per minute
 # Database threads of the runs of one process (conversations/runs/db.py), each keeping

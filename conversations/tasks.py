@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from conversations.runs import lifecycle, loops
+from conversations.runs import loops
 from conversations.runs.execution import execute_run
 
 
@@ -20,8 +20,3 @@ def run_agent(self, run_id: int) -> str | None:
     if outcome.followup_run_id is not None:
         run_agent.delay(outcome.followup_run_id)
     return outcome.status
-
-
-@shared_task(name="conversations.sweep_stale_runs", ignore_result=True)
-def sweep_stale_runs() -> int:
-    return lifecycle.run_sweep_stale()

@@ -24,6 +24,13 @@ def fast_password_hasher(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def no_background_sweep(settings):
+    """In-process tests that go through the ASGI app must not get a sweeper on their loop
+    (it would query from its own thread mid-test); tests of the sweep turn it on."""
+    settings.AGENTSITE_RUN_SWEEP_SECONDS = 0
+
+
 @pytest.fixture
 def user(django_user_model):
     return django_user_model.objects.create_user(username="alice", password="pw-alice-123")

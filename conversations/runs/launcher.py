@@ -1,8 +1,10 @@
 """Where a run executes: the ASGI server's loop (embedded) or a Celery worker (team).
 
 Embedded runs are tasks on the server's loop (:mod:`conversations.runs.loops`), kept in a
-strong reference until they end; while any run is executing, the loop also sweeps runs
-whose process died.
+strong reference until they end. Every ASGI server also sweeps runs whose process died
+(:func:`keep_sweeping`), in both modes: a dead run is reported within
+``AGENTSITE_RUN_STALE_SECONDS`` plus ``AGENTSITE_RUN_SWEEP_SECONDS``, whether or not a
+worker is alive or anyone loads a page.
 """
 
 from __future__ import annotations
@@ -15,13 +17,11 @@ from django.conf import settings
 from conversations.runs import lifecycle, loops
 from conversations.runs.db import db
 from conversations.runs.execution import execute_run
+from engine.loops import PerLoop
 
 logger = logging.getLogger(__name__)
 
-SWEEP_INTERVAL = 60.0
-
 _tasks: dict[int, asyncio.Task] = {}
-_sweeper: asyncio.Task | None = None
 
 
 def launch(run_id: int) -> None:
@@ -35,12 +35,8 @@ def launch(run_id: int) -> None:
 
 
 def _start(run_id: int) -> None:
-    """On the run loop: the run's task, and the sweeper while runs execute here."""
-    global _sweeper
-    loop = asyncio.get_running_loop()
-    if _sweeper is None or _sweeper.done() or _sweeper.get_loop() is not loop:
-        _sweeper = loop.create_task(_sweep_periodically())
-    _tasks[run_id] = loop.create_task(_execute(run_id))
+    """On the run loop: the run's task."""
+    _tasks[run_id] = asyncio.get_running_loop().create_task(_execute(run_id))
 
 
 async def _execute(run_id: int) -> None:
@@ -48,20 +44,42 @@ async def _execute(run_id: int) -> None:
         outcome = await execute_run(run_id)
     finally:
         _tasks.pop(run_id, None)
-        if not _tasks and _sweeper is not None:
-            _sweeper.cancel()  # page loads and new messages still sweep
     if outcome.followup_run_id is not None:
         launch(outcome.followup_run_id)
+
+
+def keep_sweeping() -> None:
+    """Sweep stale runs from the running loop now and every ``AGENTSITE_RUN_SWEEP_SECONDS``
+    for as long as it runs (the ASGI entry point calls this; once per loop). A period of
+    0 turns it off."""
+    if _sweep_period() > 0:
+        _sweepers.get()
+
+
+def stop_sweeping() -> None:
+    """Stop the running loop's sweeper, if it has one (a test's loop before it closes)."""
+    sweeper = _sweepers.peek()
+    if sweeper is not None:
+        sweeper.cancel()
 
 
 async def _sweep_periodically() -> None:
     sweep = db(lifecycle.run_sweep_stale)
     while True:
-        await asyncio.sleep(SWEEP_INTERVAL)
         try:
             await sweep()
         except Exception:  # keep sweeping; one database hiccup is not fatal
             logger.exception("periodic sweep of stale runs failed")
+        await asyncio.sleep(_sweep_period() or 5.0)
+
+
+def _sweep_period() -> float:
+    return float(getattr(settings, "AGENTSITE_RUN_SWEEP_SECONDS", 5.0))
+
+
+_sweepers: PerLoop[asyncio.Task[None]] = PerLoop(
+    lambda: asyncio.get_running_loop().create_task(_sweep_periodically())
+)
 
 
 async def wait_for(run_id: int) -> None:

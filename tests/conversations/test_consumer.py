@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from datetime import timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import HttpCommunicator, WebsocketCommunicator
+from django.utils import timezone
 
 from agentsite.asgi import application
 from conversations import selectors, services
-from conversations.runs import lifecycle
+from conversations.models import Run
+from conversations.runs import launcher, lifecycle
 from conversations.runs.publisher import IDLE_GAP, RunPublisher
 from engine.events import AnswerDelta, IterationDone, IterationStart, ThinkingStart
 
@@ -279,3 +283,27 @@ async def test_a_catch_up_keeps_a_follow_up_not_yet_delivered(client, user, setu
     assert f'id="inject-{followup.pk}"' in catch_up and "also check Paris" in catch_up
     await publisher.close()
     await socket.disconnect()
+
+
+async def test_the_server_reports_a_dead_run_without_a_page_load(user, setup_run, settings):
+    """A run whose process died is reported by the server's own periodic sweep: no page
+    load, no post, no worker needed (an API client or an open socket sees it)."""
+    settings.AGENTSITE_RUN_SWEEP_SECONDS = 0.1
+    request = HttpCommunicator(application, "GET", "/api/models")  # any request to the app
+    assert (await request.get_response())["status"] == 401
+    conversation, run = await sync_to_async(setup_run)()
+
+    def die() -> None:  # claimed, then its process stopped heart-beating long ago
+        lifecycle.run_claim(run_id=run.pk)
+        stale = timezone.now() - timedelta(hours=1)
+        Run.objects.filter(pk=run.pk).update(heartbeat_at=stale)
+
+    await sync_to_async(die)()
+    deadline = time.monotonic() + 10
+    while (await Run.objects.aget(pk=run.pk)).status == Run.Status.RUNNING:
+        assert time.monotonic() < deadline, "the server never swept the dead run"
+        await asyncio.sleep(0.05)
+
+    swept = await Run.objects.aget(pk=run.pk)
+    assert swept.status == Run.Status.FAILED and "interrupted" in swept.error
+    launcher.stop_sweeping()
