@@ -75,8 +75,9 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     async def run_event(self, message: dict) -> None:
         """A live event from the publisher: forward its rendered frame once."""
         seq = message["seq"]
-        if seq > self.last_seq + 1:  # sent before this socket joined: catch up first
-            await self._catch_up(through=seq - 1)
+        prev = message.get("prev", seq - 1)  # the event before it (numbers have gaps)
+        if prev > self.last_seq:  # sent before this socket joined: catch up first
+            await self._catch_up(through=prev)
         if seq <= self.last_seq:
             return
         self.last_seq = seq

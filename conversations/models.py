@@ -24,6 +24,9 @@ class Conversation(models.Model):
     archived = models.BooleanField(default=False)
     # Hands out per-conversation message numbers under the row's lock (conversations.numbering).
     last_message_seq = models.PositiveIntegerField(default=0)
+    # Event numbers up to here are handed out (conversations.numbering): a number is never
+    # given twice, even when its event was sent but never written (its process died).
+    event_seq_reserved = models.PositiveBigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

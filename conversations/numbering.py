@@ -1,5 +1,6 @@
-"""Per-conversation numbering: messages count on the conversation's row, events are
-numbered after the highest number in the event log."""
+"""Per-conversation numbering, on the conversation's row: messages count one by one;
+event numbers are handed out in blocks, so that no number is ever given twice, even one
+whose event was sent to readers but never written because its process died."""
 
 from __future__ import annotations
 
@@ -31,6 +32,38 @@ def next_message_seq(conversation_id: int) -> int:
     if row is None:
         raise Conversation.DoesNotExist(f"conversation {conversation_id} does not exist")
     return row[0]
+
+
+# Event numbers a run takes at once: a run reserves again after this many events.
+EVENT_BLOCK = 1000
+
+
+def reserve_event_numbers(conversation_id: int, count: int = EVENT_BLOCK) -> tuple[int, int]:
+    """Hand out the conversation's next ``count`` event numbers: (first, last)."""
+    table = connection.ops.quote_name(Conversation._meta.db_table)
+    with connection.cursor() as cursor:
+        # Plain SQL: the ORM cannot return the incremented value (UPDATE ... RETURNING).
+        cursor.execute(
+            f"UPDATE {table} SET event_seq_reserved = event_seq_reserved + %s "
+            "WHERE id = %s RETURNING event_seq_reserved",
+            [count, conversation_id],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise Conversation.DoesNotExist(f"conversation {conversation_id} does not exist")
+    return row[0] - count + 1, row[0]
+
+
+def release_event_numbers(
+    conversation_id: int, *, used_through: int, reserved_through: int
+) -> bool:
+    """Give back the numbers after ``used_through`` a run reserved and did not use, unless
+    someone reserved after it meanwhile (then they stay a gap); whether they were."""
+    return bool(
+        Conversation.objects.filter(pk=conversation_id, event_seq_reserved=reserved_through).update(
+            event_seq_reserved=used_through
+        )
+    )
 
 
 def last_event_seq(conversation_id: int) -> int:

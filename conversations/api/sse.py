@@ -143,8 +143,9 @@ async def event_stream(conversation_id: int, after: int, *, follow: bool) -> Asy
                     continue
                 live = (message["seq"], message["run_id"], message["channel"], message["payload"])
                 entries = [live]
-                if live[0] > last + 1:
-                    logged = await read_through(conversation_id, last, live[0] - 1)
+                prev = message.get("prev", live[0] - 1)  # the event before it (gaps occur)
+                if prev > last:
+                    logged = await read_through(conversation_id, last, prev)
                     entries = [entry for entry in logged if entry[0] < live[0]] + [live]
             for seq, run_id, event, payload in entries:
                 if seq <= last:

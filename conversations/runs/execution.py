@@ -61,7 +61,8 @@ class RunSetup:
     run: Run
     query: str
     history: compaction.StoredHistory
-    start_seq: int
+    start_seq: int  # the conversation's last event before the run's first
+    reserved: tuple[int, int]  # the event numbers reserved for the run
     model: Any = None
     llm: Any = None
     registry: Any = None
@@ -124,6 +125,10 @@ class RunExecution:
             if llm is not None and hasattr(llm, "aclose"):
                 await llm.aclose()
         await self._end(status, error)
+        try:
+            await self.publisher.release_numbers()
+        except Exception:  # they stay a gap in the numbers, nothing more
+            logger.warning("run %s could not give back its event numbers", self.run_id)
         logger.info(
             "run %s finished: %s in %.2fs, %d frames, %d log writes, %d iterations%s",
             self.run_id, status, time.perf_counter() - self.started,
@@ -145,6 +150,7 @@ class RunExecution:
             query=trigger.content if trigger else "",
             history=compaction.history_load(run=run),
             start_seq=run.last_event_seq,
+            reserved=run.reserved_event_numbers,
         )
         # A message numbered after the trigger may be a follow-up saved while the run was
         # queued (most runs have none: no query for them).
@@ -172,7 +178,10 @@ class RunExecution:
         setup = self.setup
         assert setup is not None
         self.publisher = RunPublisher(
-            run_id=self.run_id, conversation_id=setup.run.conversation_id, start_seq=setup.start_seq
+            run_id=self.run_id,
+            conversation_id=setup.run.conversation_id,
+            start_seq=setup.start_seq,
+            reserved=setup.reserved,
         )
         self.publisher.view.inject_ids = self.inject_ids
         try:
@@ -245,7 +254,7 @@ class RunExecution:
         entry = None
         try:
             await publisher.close()
-            entry = publisher.reserve(done.channel, done.to_dict())
+            entry = await publisher.reserve(done.channel, done.to_dict())
             message, self.followup = await db(_close_with_answer)(
                 run=setup.run,
                 model=setup.model,

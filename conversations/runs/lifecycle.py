@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from conversations.models import Conversation, Message, Run
-from conversations.numbering import last_event_seq_of, next_message_seq
+from conversations.numbering import last_event_seq_of, next_message_seq, reserve_event_numbers
 from conversations.runs.publisher import (
     Entry,
     publish_events_sync,
@@ -49,8 +49,9 @@ CLAIMED_FIELDS = (
 
 
 def run_claim(*, run_id: int, task_id: str = "") -> Run | None:
-    """Mark a queued run running; the run with its conversation, trigger message and
-    ``last_event_seq``, or None if it was not queued any more or its Stop came first."""
+    """Mark a queued run running; the run with its conversation, trigger message,
+    ``last_event_seq`` and the event numbers reserved for it (``reserved_event_numbers``),
+    or None if it was not queued any more or its Stop came first."""
     now = timezone.now()
     fields: dict[str, Any] = {"status": Run.Status.RUNNING, "started_at": now, "heartbeat_at": now}
     if task_id:
@@ -60,14 +61,16 @@ def run_claim(*, run_id: int, task_id: str = "") -> Run | None:
     ).update(**fields)
     if not claimed:
         return None
-    # With the highest event number of the conversation: the run numbers its events after.
+    # With the highest event number of the conversation, which its first event follows.
     # Only the columns a run reads: every column of four tables is converted row by row.
-    return (
+    run = (
         Run.objects.select_related("conversation__owner", "trigger_message")
         .only(*CLAIMED_FIELDS)
         .annotate(last_event_seq=last_event_seq_of("conversation"))
         .get(pk=run_id)
     )
+    run.reserved_event_numbers = reserve_event_numbers(run.conversation_id)
+    return run
 
 
 def run_close_with_answer(

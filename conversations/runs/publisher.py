@@ -5,9 +5,11 @@ log (``RunEvent``) is written shortly after: one transaction per event loop ever
 ``FLUSH_INTERVAL`` carries the events of every run on it, and the events that must be
 durable before work goes on (a tool call about to run, the end of a run) are written at
 once. The log is the only store of events. A reader joins the group, reads the log, and
-drops live frames it already read (by number); a frame numbered past what it read means
-events were sent before it joined and not yet written: it waits for them to reach the log
-(:func:`conversations.eventlog.read_through`).
+drops live frames it already read (by number). Each frame also names the number of the
+conversation's event before it (``prev``; numbers have gaps, see
+:mod:`conversations.numbering`): a frame whose ``prev`` is past what the reader read means
+events were sent before it joined and not yet written, and it waits for them to reach the
+log (:func:`conversations.eventlog.read_through`).
 
 Answer deltas are coalesced: a run has at most one delta frame being sent; the deltas
 that arrive meanwhile go out together in the next one, at most one per ``FRAME_INTERVAL``
@@ -26,10 +28,14 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 
 from conversations.models import Conversation, Message, Run, RunEvent
-from conversations.numbering import last_event_seq
+from conversations.numbering import (
+    last_event_seq,
+    release_event_numbers,
+    reserve_event_numbers,
+)
 from conversations.rendering import RunView, build_run_view
 from conversations.runs import loops
-from conversations.runs.db import log_db
+from conversations.runs.db import db, log_db
 from engine.events import AgentEvent, AnswerDelta, ErrorEvent, IterationDone
 from engine.loops import PerLoop
 
@@ -48,12 +54,14 @@ def conversation_group(conversation_id: int) -> str:
     return f"conversation.{conversation_id}"
 
 
-def frame(entry: Entry, html: str) -> dict[str, Any]:
-    """The channel-layer message of an event: its fields and its rendered HTML."""
+def frame(entry: Entry, html: str, prev: int) -> dict[str, Any]:
+    """The channel-layer message of an event: its fields, the number of the event before
+    it, and its rendered HTML."""
     seq, run_id, channel, payload = entry
     return {
         "type": "run.event",
         "seq": seq,
+        "prev": prev,
         "run_id": run_id,
         "channel": channel,
         "payload": payload,
@@ -70,13 +78,23 @@ def _written_at_once(channel: str, payload: dict[str, Any]) -> bool:
 
 
 class RunPublisher:
-    """The events of one run, numbered after ``start_seq`` (the run is the conversation's
-    only writer of events while it is active)."""
+    """The events of one run (the conversation's only writer of events while it is
+    active), numbered from the numbers ``reserved`` for it, and more reserved when those
+    run out; ``start_seq`` is the number of the conversation's event before its first."""
 
-    def __init__(self, *, run_id: int, conversation_id: int, start_seq: int) -> None:
+    def __init__(
+        self,
+        *,
+        run_id: int,
+        conversation_id: int,
+        start_seq: int,
+        reserved: tuple[int, int] | None = None,
+    ) -> None:
         self.run_id = run_id
         self.conversation_id = conversation_id
-        self.seq = start_seq
+        self.seq = start_seq  # the last number used
+        self._next, self._last = reserved or (1, 0)
+        self._reserved_prev = start_seq
         self.view = RunView(run_id=run_id)
         self.layer = get_channel_layer()
         self.group = conversation_group(conversation_id)
@@ -101,10 +119,10 @@ class RunPublisher:
         """Send one event's frame, then log it (at once if work must not go on before)."""
         async with self._lock:
             self._last_frame_at = time.monotonic()
-            self.seq += 1
-            entry: Entry = (self.seq, self.run_id, channel, payload)
+            prev = self.seq
+            entry: Entry = (await self._number(), self.run_id, channel, payload)
             self.unwritten.append(entry)
-            await self._send(entry)
+            await self._send(entry, prev)
         if _written_at_once(channel, payload):
             await self.flush()
         else:
@@ -124,23 +142,39 @@ class RunPublisher:
             await self._delta_task
         await self.flush()
 
-    def reserve(self, channel: str, payload: dict[str, Any]) -> Entry:
+    async def reserve(self, channel: str, payload: dict[str, Any]) -> Entry:
         """Number an event the caller writes itself (the run's last, with its answer, in
         one transaction); send it with :meth:`send_written`. Call after :meth:`close`."""
-        self.seq += 1
-        return (self.seq, self.run_id, channel, payload)
+        self._reserved_prev = self.seq
+        return (await self._number(), self.run_id, channel, payload)
 
     def release(self, entry: Entry) -> None:
         """Give back the number of a reserved event that was never written."""
         if entry[0] == self.seq:
-            self.seq -= 1
+            self._next, self.seq = self.seq, self._reserved_prev
 
     async def send_written(self, entry: Entry) -> None:
-        await self._send(entry)
+        await self._send(entry, self._reserved_prev)
 
-    async def _send(self, entry: Entry) -> None:
+    async def release_numbers(self) -> None:
+        """Give back the numbers the run reserved and did not use (after its last event),
+        so the next run's follow on from its last."""
+        if self._next <= self._last:
+            await db(release_event_numbers)(
+                self.conversation_id, used_through=self.seq, reserved_through=self._last
+            )
+            self._last = self.seq
+
+    async def _number(self) -> int:
+        """The next of the run's event numbers (reserving more when they ran out)."""
+        if self._next > self._last:
+            self._next, self._last = await db(reserve_event_numbers)(self.conversation_id)
+        self.seq, self._next = self._next, self._next + 1
+        return self.seq
+
+    async def _send(self, entry: Entry, prev: int) -> None:
         seq, _run_id, channel, payload = entry
-        message = frame(entry, self.view.apply(seq, channel, payload))
+        message = frame(entry, self.view.apply(seq, channel, payload), prev)
         try:
             await self.layer.group_send(self.group, message)
         except Exception:  # the event is logged all the same: readers refill from the log
@@ -273,10 +307,12 @@ def publish_events_sync(*, run: Run, events: list[AgentEvent]) -> None:
             .values_list("seq", "channel", "payload")
         )
         view = build_run_view(run.pk, stored, run_inject_ids(run.pk))
-        seq = last_event_seq(run.conversation_id)
+        # Numbered after every number handed out, the dead run's unwritten ones included:
+        # readers that saw those take these as newer.
+        prev = last_event_seq(run.conversation_id)
+        seq, _last = reserve_event_numbers(run.conversation_id, len(events))
         frames = []
         for event in events:
-            seq += 1
             payload = event.to_dict()
             RunEvent.objects.create(
                 conversation_id=run.conversation_id,
@@ -285,12 +321,13 @@ def publish_events_sync(*, run: Run, events: list[AgentEvent]) -> None:
                 channel=event.channel,
                 payload=payload,
             )
-            frames.append((seq, event.channel, payload))
+            frames.append((seq, prev, event.channel, payload))
+            prev, seq = seq, seq + 1
     layer = get_channel_layer()
     if layer is None:
         return
-    for seq, channel, payload in frames:
-        message = frame((seq, run.pk, channel, payload), view.apply(seq, channel, payload))
+    for seq, prev, channel, payload in frames:
+        message = frame((seq, run.pk, channel, payload), view.apply(seq, channel, payload), prev)
         try:
             loops.call(layer.group_send, conversation_group(run.conversation_id), message)
         except Exception:  # logged: readers refill from the log

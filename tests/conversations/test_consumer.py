@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from agentsite.asgi import application
 from conversations import selectors, services
-from conversations.models import Run
+from conversations.models import Run, RunEvent
 from conversations.runs import launcher, lifecycle
 from conversations.runs.publisher import IDLE_GAP, RunPublisher
 from engine.events import AnswerDelta, IterationDone, IterationStart, ThinkingStart
@@ -307,3 +307,44 @@ async def test_the_server_reports_a_dead_run_without_a_page_load(user, setup_run
     swept = await Run.objects.aget(pk=run.pk)
     assert swept.status == Run.Status.FAILED and "interrupted" in swept.error
     launcher.stop_sweeping()
+
+
+async def test_a_dead_runs_sent_numbers_are_never_reused(client, user, setup_run, monkeypatch):
+    """The run's process died after sending frames it never wrote: the sweep's report is
+    numbered after them, so the open page shows it instead of dropping it as seen, and the
+    numbers the page saw only ever increase."""
+    from conversations.runs import publisher as publishing
+
+    conversation, run = await sync_to_async(setup_run)()
+    claimed = await sync_to_async(lifecycle.run_claim)(run_id=run.pk)
+    dying = RunPublisher(
+        run_id=run.pk,
+        conversation_id=conversation.pk,
+        start_seq=claimed.last_event_seq,
+        reserved=claimed.reserved_event_numbers,
+    )
+
+    def never_written(batches):
+        raise RuntimeError("the process died before writing")
+
+    monkeypatch.setattr(publishing, "write_events", never_written)
+    cookie = await sync_to_async(login_cookie)(client, user)
+    socket = await open_socket(conversation.pk, cookie)
+    await dying.on_event(ThinkingStart(1))
+    await dying.on_event(AnswerDelta("Half of"))
+    seen = [await socket.receive_from(timeout=2) for _ in range(2)]
+    monkeypatch.undo()
+
+    def die() -> None:
+        stale = timezone.now() - timedelta(hours=1)
+        Run.objects.filter(pk=run.pk).update(heartbeat_at=stale)
+        assert lifecycle.run_sweep_stale() == 1
+
+    await sync_to_async(die)()
+    report = await socket.receive_from(timeout=2)
+
+    assert "Half of" in seen[-1]
+    assert "interrupted" in report  # shown, not dropped as already seen
+    swept = [e async for e in RunEvent.objects.filter(run_id=run.pk).values_list("seq", flat=True)]
+    assert min(swept) > dying.seq  # after every number the dead run sent
+    await socket.disconnect()
