@@ -9,25 +9,36 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from agentsite.errors import ApplicationError
 from conversations.api import tokens
+from llms.crypto import decrypt, encrypt
 
 TEMPLATE = "conversations/tokens.html"
 
 
+# The session key holding a new token, encrypted, until the page after the redirect shows it.
+CREATED_KEY = "api_token_created"
+
+
 @require_http_methods(["GET", "POST"])
 def token_list(request: HttpRequest) -> HttpResponse:
-    """GET lists the tokens; POST creates one and renders the page with its plaintext.
+    """GET lists the tokens; POST creates one and redirects to the list (a reload never
+    creates another), which shows the new token's plaintext once.
 
-    The new token is rendered in the POST response itself (never stored in the session
-    or a flash message), so it exists in exactly one HTTP response.
+    Between the two the plaintext waits in the session, encrypted with the site's key, and
+    the GET that shows it removes it.
     """
     created = None
     error = ""
     if request.method == "POST":
         try:
             token, raw = tokens.token_create(user=request.user, name=request.POST.get("name", ""))
-            created = {"token": token, "raw": raw}
         except ApplicationError as exc:
             error = exc.message
+        else:
+            request.session[CREATED_KEY] = {"id": token.pk, "raw": encrypt(raw)}
+            return redirect("token_list")
+    elif (waiting := request.session.pop(CREATED_KEY, None)) is not None:
+        token = tokens.token_get(user=request.user, token_id=waiting["id"])
+        created = {"token": token, "raw": decrypt(waiting["raw"])}
     response = render(
         request,
         TEMPLATE,

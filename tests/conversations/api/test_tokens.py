@@ -9,6 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+from conversations.api import token_pages
 from conversations.api.tokens import (
     TOKEN_PREFIX,
     token_authenticate,
@@ -98,7 +99,9 @@ def test_tokens_page_needs_login(client):
 
 
 def test_create_shows_token_once_then_only_prefix(user_client, user):
-    response = user_client.post("/settings/tokens/", {"name": "laptop"})
+    created = user_client.post("/settings/tokens/", {"name": "laptop"})
+    assert created.status_code == 302  # POST-redirect-GET: a reload creates nothing
+    response = user_client.get(created["Location"])
 
     assert response.status_code == 200
     token = APIToken.objects.get(user=user)
@@ -114,6 +117,15 @@ def test_create_shows_token_once_then_only_prefix(user_client, user):
 
     assert token_authenticate(raw) == user
     assert b"never" not in user_client.get("/settings/tokens/").content
+    assert APIToken.objects.filter(user=user).count() == 1
+
+
+def test_the_new_token_waits_for_its_page_encrypted(user_client, user):
+    user_client.post("/settings/tokens/", {"name": "laptop"})
+    waiting = user_client.session[token_pages.CREATED_KEY]
+    raw = user_client.get("/settings/tokens/").context["created"]["raw"]
+    assert raw not in str(waiting)  # never in the session store as plaintext
+    assert token_pages.CREATED_KEY not in user_client.session  # shown once
 
 
 def test_revoke_from_page(user_client, user):
