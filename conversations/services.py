@@ -223,6 +223,7 @@ def run_cancel(*, run: Run) -> Run:
         if queued:  # its claim will refuse it
             run.status = Run.Status.CANCELLED
             run.finished_at = timezone.now()
+            lifecycle.followups_cancel(run_id=run.pk)
         run.save(update_fields=["cancel_requested", "status", "finished_at"])
         run_id = run.pk
         if queued:

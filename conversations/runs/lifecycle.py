@@ -165,6 +165,10 @@ def _close(
 
         # The model the run was built with (the conversation may have switched since).
         usage_record(user=run.conversation.owner, model=model, usage=usage)
+    if status == Run.Status.CANCELLED:
+        # A Stop stops what was queued for the run too.
+        followups_cancel(run_id=run.pk, taken_in=taken_in)
+        return None
     if not followups:
         return None
     left_over = (
@@ -173,6 +177,14 @@ def _close(
         .order_by("seq")
     )
     return run_create_followup(run=run, message_ids=[m.pk for m in left_over])
+
+
+def followups_cancel(*, run_id: int, taken_in: list[int] | tuple[int, ...] = ()) -> None:
+    """The run's follow-ups its model never took in stay as what the user typed (ordinary
+    messages, not pinned), unanswered: the user stopped the run they were queued for."""
+    Message.objects.filter(run_id=run_id, kind=Message.Kind.INJECT).exclude(pk__in=taken_in).update(
+        kind=Message.Kind.CHAT, pinned=False, delivered_at=None
+    )
 
 
 def run_create_followup(*, run: Run, message_ids: list[int]) -> Run | None:

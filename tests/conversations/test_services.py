@@ -200,3 +200,20 @@ def test_quota_exceeded_keeps_message_and_refuses_run(user, chat_model, no_launc
     client.force_login(user)
     page = client.get(f"/c/{conversation.pk}/").content.decode()
     assert run.error.split(".")[0] in page  # the refusal is shown in the conversation
+
+
+def test_stop_cancels_the_follow_ups_queued_for_the_run(user, chat_model, no_launch):
+    """Stopped before it took them in: they stay as typed, unpinned, and start nothing."""
+    conversation = services.conversation_create(owner=user)
+    _, run, _ = services.message_post(conversation=conversation, user=user, content="first")
+    followup, _same, injected = services.message_post(
+        conversation=conversation, user=user, content="and this"
+    )
+    assert injected
+
+    services.run_cancel(run=run)  # still queued: stopped at once
+
+    followup.refresh_from_db()
+    assert followup.kind == Message.Kind.CHAT and not followup.pinned
+    assert followup.content == "and this"
+    assert Run.objects.filter(conversation=conversation).count() == 1

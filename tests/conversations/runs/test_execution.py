@@ -461,3 +461,28 @@ async def test_a_run_past_its_deadline_is_stopped_saying_so(
     assert run.error == "The run reached its time limit (0.5 seconds) and was stopped."
     error = await RunEvent.objects.filter(run=run, channel="error").aget()
     assert error.payload == {"message": run.error, "status": "failed"}
+
+
+@override_settings(AGENTSITE_RUN_HEARTBEAT_SECONDS=600)
+async def test_stop_mid_run_cancels_the_follow_up_it_had_not_taken_in(
+    user, chat_model, llm_server, no_launch
+):
+    llm_server.push({"content": "never", "delay": 30})
+    conversation = await sync_to_async(services.conversation_create)(owner=user)
+    _, run, _ = await sync_to_async(post)(conversation, user, "take your time")
+
+    def follow_up_then_stop() -> Message:
+        llm_server.wait_for_requests(1, timeout=10)
+        followup, _same, injected = post(conversation, user, "also this")
+        assert injected
+        services.run_cancel(run=Run.objects.get(pk=run.pk))
+        return followup
+
+    stopping = asyncio.ensure_future(sync_to_async(follow_up_then_stop)())
+    outcome = await execute_run(run.pk)
+    followup = await stopping
+
+    assert outcome.status == "cancelled" and outcome.followup_run_id is None
+    followup = await Message.objects.aget(pk=followup.pk)
+    assert followup.kind == Message.Kind.CHAT and not followup.pinned
+    assert await Run.objects.filter(conversation=conversation).acount() == 1
