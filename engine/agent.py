@@ -546,9 +546,9 @@ class ReActAgent:
             outcome = _Outcome(None, message, type(exc).__name__)
         else:
             if result.is_error:
-                outcome = _Outcome(
-                    result, result.content or "the tool reported an error", "ToolError"
-                )
+                # The observation says "Error: " itself; tools often start with it too.
+                text = result.content.removeprefix("Error:").strip()
+                outcome = _Outcome(result, text or "the tool reported an error", "ToolError")
             else:
                 outcome = _Outcome(result)
         outcome.elapsed = time.perf_counter() - started

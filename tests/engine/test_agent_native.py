@@ -193,7 +193,7 @@ async def test_error_paths_become_error_observations() -> None:
         return "never"
 
     async def reports_error() -> ToolResult:
-        return ToolResult("quota exceeded", is_error=True)
+        return ToolResult("Error: quota exceeded", is_error=True)  # prefixed, as tools do
 
     tools = (
         weather,
@@ -219,7 +219,7 @@ async def test_error_paths_become_error_observations() -> None:
     assert errors[1].startswith("Invalid arguments for tool 'weather'") and "city" in errors[1]
     assert errors[2] == "Tool 'hang' timed out after 0.01 s"
     assert errors[3] == "quota exceeded"
-    assert all(s.observation == f"Error: {s.error}" for s in result.steps)
+    assert all(s.observation == f"Error: {s.error}" for s in result.steps)  # never doubled
     assert result.answer == "handled"
 
 
