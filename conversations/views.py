@@ -65,11 +65,7 @@ def message_post(request: HttpRequest, conversation_id: int) -> HttpResponse:
             conversation=conversation, user=request.user, content=request.POST.get("content", "")
         )
     except ApplicationError as exc:
-        status = 413 if exc.code == "too_large" else 400
-        html = render_to_string(f"{PARTIALS}#form-error", {"error": exc.message}, request)
-        response = HttpResponse(html, status=status)
-        response["HX-Reswap"] = "none"
-        return response
+        return _form_error(request, exc.message, status=413 if exc.code == "too_large" else 422)
     if injected:
         item = StepItem(
             kind="inject", text=message.content, dom_id=f"inject-{message.pk}",
@@ -105,10 +101,7 @@ def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
     try:
         retry = services.run_retry(run=run, user=request.user)
     except ApplicationError as exc:
-        html = render_to_string(f"{PARTIALS}#form-error", {"error": exc.message}, request)
-        response = HttpResponse(html, status=409)
-        response["HX-Reswap"] = "none"
-        return response
+        return _form_error(request, exc.message, status=409)
     html = render_run_block(RunView(run_id=retry.pk), retry, with_next_slot=True)
     html += render_to_string(f"{PARTIALS}#form-error", {"error": ""}, request)
     return HttpResponse(html)
@@ -162,7 +155,7 @@ def conversation_model(request: HttpRequest, conversation_id: int) -> HttpRespon
             conversation=conversation, user=request.user, model_id=request.POST.get("model", "")
         )
     except ApplicationError as exc:
-        return HttpResponse(exc.message, status=400)
+        return _form_error(request, exc.message)
     return HttpResponse(status=204)
 
 
@@ -192,3 +185,15 @@ def run_artifacts(request: HttpRequest, run_id: int) -> HttpResponse:
     if names:
         artifacts = artifacts.filter(name__in=names)
     return render(request, f"{PARTIALS}#artifact-list", {"artifacts": artifacts})
+
+
+def _form_error(request: HttpRequest, message: str, *, status: int = 422) -> HttpResponse:
+    """An htmx request's refusal: the message under the composer, the page left as it is.
+
+    Never 400 (or 403, 404, 500): in debug mode django-htmx replaces the whole page with
+    such a response, to show Django's error page.
+    """
+    html = render_to_string(f"{PARTIALS}#form-error", {"error": message}, request)
+    response = HttpResponse(html, status=status)
+    response["HX-Reswap"] = "none"
+    return response

@@ -135,12 +135,16 @@ class RunPublisher:
 
     async def close(self) -> None:
         """Send the pending answer text and write every event not yet in the log."""
+        await self.drain()
+        await self.flush()
+
+    async def drain(self) -> None:
+        """Send the answer text held back, and wait until the delta sender is done."""
         await self.send_pending_delta()
         if self._delta_task is not None and not self._delta_task.done():
             # Let the sender finish (it finds the buffer empty): cancelled mid-send it could
             # lose a frame; abandoned, it would outlive the run.
             await self._delta_task
-        await self.flush()
 
     async def reserve(self, channel: str, payload: dict[str, Any]) -> Entry:
         """Number an event the caller writes itself (the run's last, with its answer, in

@@ -128,7 +128,8 @@ async def test_a_socket_joining_mid_stream_gets_what_was_sent_before_it(client, 
     conversation, run = await sync_to_async(setup_run)()
     cookie = await sync_to_async(login_cookie)(client, user)
     publisher = RunPublisher(run_id=run.pk, conversation_id=conversation.pk, start_seq=0)
-    await publisher.on_event(AnswerDelta("Sent before "))  # out, not yet logged
+    await publisher.on_event(AnswerDelta("Sent before "))
+    await publisher.drain()  # out, not yet logged
     socket = await open_socket(conversation.pk, cookie, after=0)
     await asyncio.sleep(2 * IDLE_GAP)
     await publisher.on_event(AnswerDelta("the page joined."))
@@ -151,6 +152,7 @@ async def test_a_socket_joining_while_the_run_waits_is_caught_up_from_the_log(
     cookie = await sync_to_async(login_cookie)(client, user)
     publisher = RunPublisher(run_id=run.pk, conversation_id=conversation.pk, start_seq=0)
     await publisher.on_event(AnswerDelta("Sent before the page joined."))
+    await publisher.drain()  # sent (not written) before the socket joins
     socket = await open_socket(conversation.pk, cookie, after=0)
 
     frame = await socket.receive_from(timeout=5)

@@ -62,7 +62,9 @@ def test_followup_while_running_shows_inject_item(user_client, conversation, use
 
 def test_empty_and_oversized_messages_get_clear_errors(user_client, conversation, settings):
     response = user_client.post(f"/c/{conversation.pk}/messages/", {"content": "  "})
-    assert response.status_code == 400 and b"Type a message" in response.content
+    # 422, not 400: in debug mode django-htmx replaces the whole page with a 400 response.
+    assert response.status_code == 422 and b"Type a message" in response.content
+    assert response["HX-Reswap"] == "none" and b'id="form-error"' in response.content
     settings.AGENTSITE_MESSAGE_MAX_CHARS = 5
     response = user_client.post(f"/c/{conversation.pk}/messages/", {"content": "123456"})
     assert response.status_code == 413 and b"too long" in response.content
@@ -121,7 +123,7 @@ def test_model_not_allowed_is_refused(user_client, conversation, chat_model):
     )
     restricted.allowed_groups.add(Group.objects.create(name="vip"))
     response = user_client.post(f"/c/{conversation.pk}/model/", {"model": restricted.pk})
-    assert response.status_code == 400
+    assert response.status_code == 422 and b'id="form-error"' in response.content
     conversation.refresh_from_db()
     assert conversation.model == chat_model
 
