@@ -100,7 +100,9 @@ class Run(models.Model):
     iterations = models.PositiveIntegerField(default=0)
     usage = models.JSONField(default=dict, blank=True)
     elapsed = models.FloatField(null=True, blank=True)
-    error = models.TextField(blank=True)
+    error = models.TextField(blank=True)  # what the user is told, in plain words
+    # The technical cause (the provider's response, the exception): for admins only.
+    error_detail = models.TextField(blank=True)
     task_id = models.CharField(max_length=64, blank=True)
     cancel_requested = models.BooleanField(default=False)
     heartbeat_at = models.DateTimeField(null=True, blank=True)

@@ -42,7 +42,7 @@ from engine.events import (
     ThinkingStart,
 )
 from engine.interrupts import InterruptSource
-from engine.llm.base import LLM, ChatResponse, ContextOverflowError, LLMError
+from engine.llm.base import LLM, ChatResponse, ContextOverflowError, LLMError, plain_message
 from engine.messages import ChatMessage, ToolCall, Usage
 from engine.selection import TOOL_SELECTION_THRESHOLD, choose_tools
 from engine.structured import json_response_format
@@ -224,8 +224,8 @@ class ReActAgent:
             status, answer, error, stop_reason = PAUSED, exc.message, exc.message, exc.reason
         except LLMError as exc:
             status, stop_reason = FAILED, "llm_error"
-            error = f"{type(exc).__name__}: {exc}"
-            answer = f"The language model request failed: {exc}"
+            error = f"{type(exc).__name__}: {exc}"  # the technical detail
+            answer = plain_message(exc)  # what the user is told
             logger.warning("agent run failed: %s", error)
         result = AgentResult(
             answer=answer,

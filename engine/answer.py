@@ -144,7 +144,7 @@ async def _synthesise(
         if yielded:
             logger.warning("answer stream failed midway, keeping the partial answer: %s", exc)
             result.status = INCOMPLETE
-            result.error = f"The model's server stopped sending the answer partway ({exc})."
+            result.error = "The model's server stopped sending the answer partway."
             return
         logger.warning("answer stream failed, falling back to the loop's answer: %s", exc)
     if not yielded and result.answer:

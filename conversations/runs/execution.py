@@ -23,6 +23,7 @@ from conversations.runs.db import db
 from conversations.runs.publisher import RunPublisher
 from engine import AgentResult, CancelledRun, CancelToken, InterruptQueue, LLMError, ReActAgent
 from engine.events import AgentEvent, Compact, Done, ErrorEvent, Inject
+from engine.llm.base import plain_message
 from tools.markdown import render_markdown
 
 logger = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ class RunExecution:
         self.followup: Run | None = None
         self.started = time.perf_counter()
         self.deadline_reached = False
+        self.error_detail = ""  # the technical cause of a failure, for admins
 
     async def execute(self) -> RunOutcome:
         # Wake-ups are received before the claim: a Stop or follow-up saved from now on
@@ -212,20 +214,21 @@ class RunExecution:
             if self.unsaved:
                 return Run.Status.FAILED, UNSAVED_ANSWER
             status, error = self.result.status, self.result.error or ""
-            if status == Run.Status.FAILED and not error:
-                error = self.result.answer
+            if status == Run.Status.FAILED:
+                # The engine's answer says it in plain words; its error is the detail.
+                self.error_detail, error = error, self.result.answer or error
             return status, error
         except CancelledRun:
             return Run.Status.CANCELLED, ""
         except LLMSetupError as exc:
             return Run.Status.FAILED, str(exc)
         except LLMError as exc:
-            return Run.Status.FAILED, f"The language model request failed: {exc}"
+            self.error_detail = f"{type(exc).__name__}: {exc}"
+            return Run.Status.FAILED, plain_message(exc)
         except Exception as exc:  # the conversation must stay consistent whatever broke
             logger.exception("run %s crashed", self.run_id)
-            return Run.Status.FAILED, (
-                f"The run stopped because of an internal error ({type(exc).__name__})."
-            )
+            self.error_detail = f"{type(exc).__name__}: {exc}"
+            return Run.Status.FAILED, "The run stopped because of an internal error. Retry?"
 
     async def _on_event(self, event: AgentEvent) -> None:
         """The engine's events: the run's ``Done`` closes the run with its answer."""
@@ -302,6 +305,7 @@ class RunExecution:
                 partial_answer=publisher.view.answer_text,
                 status=status,
                 error=error,
+                error_detail=self.error_detail,
                 iterations=result.iterations if result is not None else 0,
                 usage=result.usage.to_dict() if result is not None else {},
                 elapsed=time.perf_counter() - self.started,

@@ -140,6 +140,7 @@ def _close(
     taken_in: list[int],
     status: str,
     error: str = "",
+    error_detail: str = "",
     iterations: int = 0,
     usage: dict[str, Any] | None = None,
     elapsed: float = 0.0,
@@ -155,6 +156,7 @@ def _close(
     Run.objects.filter(pk=run.pk).update(
         status=status,
         error=error if status != Run.Status.SUCCEEDED else "",
+        error_detail=error_detail,
         iterations=iterations,
         usage=usage or {},
         elapsed=elapsed,

@@ -143,3 +143,30 @@ class LLMTimeoutError(LLMError):
     """The request took longer than the configured timeout."""
 
     retryable = True
+
+
+def plain_message(exc: LLMError) -> str:
+    """What a user is told about a failed model request: plain words and what to do,
+    never the provider's URL or response (those are for the logs and the admin)."""
+    if isinstance(exc, AuthenticationError):
+        return (
+            "The model's provider refused its API key. "
+            "An administrator needs to check the provider's settings."
+        )
+    if isinstance(exc, RateLimitError):
+        return "The model's provider is busy right now (rate limit). Retry in a moment."
+    if isinstance(exc, ContextOverflowError):
+        return (
+            "The conversation is too long for this model. "
+            "Start a new chat, or pick a model with a larger context."
+        )
+    if isinstance(exc, BadRequestError):
+        return (
+            "The model's provider refused the request. "
+            "An administrator can see why in the run's details."
+        )
+    if isinstance(exc, LLMTimeoutError):
+        return "The model's server did not answer in time. Retry?"
+    if isinstance(exc, UnavailableError):
+        return "The model's server could not be reached, or it failed. Retry?"
+    return "The request to the model failed. Retry?"

@@ -109,6 +109,8 @@ async def test_tool_call_then_streamed_answer(user, chat_model, llm_server, no_l
 
 
 async def test_llm_failure_ends_failed_and_keeps_message(user, chat_model, llm_server, no_launch):
+    """The user is told in plain words what to do; the provider's answer (and its URL)
+    is kept for the admin."""
     llm_server.push({"status": 401, "error_body": {"error": {"message": "Invalid API key"}}})
     conversation = await sync_to_async(services.conversation_create)(owner=user)
     message, run, _ = await sync_to_async(post)(conversation, user, "hello?")
@@ -116,10 +118,27 @@ async def test_llm_failure_ends_failed_and_keeps_message(user, chat_model, llm_s
     assert await execute(run.pk) == "failed"
 
     run = await Run.objects.aget(pk=run.pk)
-    assert run.status == "failed" and "Invalid API key" in run.error
+    told = "The model's provider refused its API key. An administrator needs to check"
+    assert run.status == "failed" and run.error.startswith(told)
+    assert "Invalid API key" in run.error_detail and "Invalid API key" not in run.error
     assert await Message.objects.filter(pk=message.pk).aexists()
     error = await RunEvent.objects.filter(run=run, channel="error").aget()
-    assert "Invalid API key" in error.payload["message"]
+    assert error.payload["message"] == run.error
+    assert "http" not in error.payload["message"] and "Error: Error" not in run.error
+
+
+async def test_an_unreachable_model_server_is_reported_without_its_url(user, chat_model, no_launch):
+    provider = chat_model.provider
+    provider.base_url = "http://127.0.0.1:9/v1"  # nothing listens there
+    await provider.asave(update_fields=["base_url"])
+    conversation = await sync_to_async(services.conversation_create)(owner=user)
+    _, run, _ = await sync_to_async(post)(conversation, user, "hello?")
+
+    assert await execute(run.pk) == "failed"
+
+    run = await Run.objects.aget(pk=run.pk)
+    assert run.error == "The model's server could not be reached, or it failed. Retry?"
+    assert "127.0.0.1:9" in run.error_detail
 
 
 @override_settings(AGENTSITE_RUN_HEARTBEAT_SECONDS=600)  # only a wake-up can deliver it
