@@ -19,19 +19,13 @@ def next_message_seq(conversation_id: int) -> int:
     Call inside a transaction: the update locks the conversation's row until it ends, so
     two posts to one conversation are serialised (the second sees the first one's run).
     """
-    table = connection.ops.quote_name(Conversation._meta.db_table)
     now = Conversation._meta.get_field("updated_at").get_db_prep_value(timezone.now(), connection)
-    with connection.cursor() as cursor:
-        # Plain SQL: the ORM cannot return the incremented value (UPDATE ... RETURNING).
-        cursor.execute(
-            f"UPDATE {table} SET last_message_seq = last_message_seq + 1, updated_at = %s "
-            "WHERE id = %s RETURNING last_message_seq",
-            [now, conversation_id],
-        )
-        row = cursor.fetchone()
-    if row is None:
-        raise Conversation.DoesNotExist(f"conversation {conversation_id} does not exist")
-    return row[0]
+    return _update_returning(
+        conversation_id,
+        "last_message_seq = last_message_seq + 1, updated_at = %s",
+        [now],
+        returning="last_message_seq",
+    )
 
 
 # Event numbers a run takes at once: a run reserves again after this many events.
@@ -40,18 +34,30 @@ EVENT_BLOCK = 1000
 
 def reserve_event_numbers(conversation_id: int, count: int = EVENT_BLOCK) -> tuple[int, int]:
     """Hand out the conversation's next ``count`` event numbers: (first, last)."""
+    last = _update_returning(
+        conversation_id,
+        "event_seq_reserved = event_seq_reserved + %s",
+        [count],
+        returning="event_seq_reserved",
+    )
+    return last - count + 1, last
+
+
+def _update_returning(
+    conversation_id: int, assignments: str, params: list[object], *, returning: str
+) -> int:
+    """Update the conversation's row and return one of its new values."""
     table = connection.ops.quote_name(Conversation._meta.db_table)
     with connection.cursor() as cursor:
-        # Plain SQL: the ORM cannot return the incremented value (UPDATE ... RETURNING).
+        # Plain SQL: the ORM cannot return the updated value (UPDATE ... RETURNING).
         cursor.execute(
-            f"UPDATE {table} SET event_seq_reserved = event_seq_reserved + %s "
-            "WHERE id = %s RETURNING event_seq_reserved",
-            [count, conversation_id],
+            f"UPDATE {table} SET {assignments} WHERE id = %s RETURNING {returning}",
+            [*params, conversation_id],
         )
         row = cursor.fetchone()
     if row is None:
         raise Conversation.DoesNotExist(f"conversation {conversation_id} does not exist")
-    return row[0] - count + 1, row[0]
+    return row[0]
 
 
 def release_event_numbers(
