@@ -156,7 +156,9 @@ def conversation_model(request: HttpRequest, conversation_id: int) -> HttpRespon
         )
     except ApplicationError as exc:
         return _form_error(request, exc.message)
-    return HttpResponse(status=204)
+    # The demo-model notice follows the conversation's model.
+    notice = {"model": conversation.model, "oob": True}
+    return HttpResponse(render_to_string("llms/local_model_notice.html", notice, request))
 
 
 def _back(request: HttpRequest, conversation) -> HttpResponse:

@@ -7,6 +7,7 @@ from django.urls import reverse
 
 from conversations import services
 from conversations.models import Conversation, Message, Run
+from llms.models import LLMModel, Provider
 
 pytestmark = pytest.mark.django_db
 
@@ -116,8 +117,6 @@ def test_list_rename_archive_delete(user_client, conversation):
 def test_model_not_allowed_is_refused(user_client, conversation, chat_model):
     from django.contrib.auth.models import Group
 
-    from llms.models import LLMModel
-
     restricted = LLMModel.objects.create(
         provider=chat_model.provider, model_id="secret-model", enabled=True
     )
@@ -167,3 +166,19 @@ def test_retry_refuses_a_run_that_is_not_the_latest_or_succeeded(client, user, c
         response = client.post(f"/runs/{run.pk}/retry/")
         assert response.status_code == 409 and why in response.content.decode()
     assert Run.objects.filter(conversation=conversation).count() == 2
+
+
+def test_the_demo_model_notice_follows_a_model_switch(user_client, conversation, chat_model):
+    local = LLMModel.objects.create(
+        provider=Provider.objects.create(name="bundled", kind="local", base_url="http://x/v1"),
+        model_id="smollm2",
+        display_name="SmolLM2 135M",
+    )
+    to_local = user_client.post(f"/c/{conversation.pk}/model/", {"model": local.pk})
+    assert to_local.status_code == 200
+    assert 'id="model-notice" hx-swap-oob="true"' in to_local.content.decode()
+    assert "tiny offline demo model" in to_local.content.decode()
+
+    back = user_client.post(f"/c/{conversation.pk}/model/", {"model": chat_model.pk})
+    assert 'id="model-notice" hx-swap-oob="true"' in back.content.decode()
+    assert "offline" not in back.content.decode()  # the notice is emptied
