@@ -28,15 +28,23 @@ pytestmark = pytest.mark.integration
 STALE_SECONDS = 3  # a run without a heartbeat this long is dead (the default is 25)
 
 
+FAST_SWEEP = {
+    "AGENTSITE_RUN_STALE_SECONDS": str(STALE_SECONDS),
+    "AGENTSITE_RUN_SWEEP_SECONDS": "0.5",
+    "AGENTSITE_RUN_HEARTBEAT_SECONDS": "0.5",
+}
+
+
 @pytest.fixture(scope="module")
 def fault_stack() -> Iterator[Stack]:
     """One worker that a test may kill; heartbeats and sweeps sped up to match."""
-    fast = {
-        "AGENTSITE_RUN_STALE_SECONDS": str(STALE_SECONDS),
-        "AGENTSITE_RUN_SWEEP_SECONDS": "0.5",
-        "AGENTSITE_RUN_HEARTBEAT_SECONDS": "0.5",
-    }
-    with running_stack(mode="team", workers=1, extra_env=fast) as stack:
+    with running_stack(mode="team", workers=1, extra_env=FAST_SWEEP) as stack:
+        yield stack
+
+
+@pytest.fixture(scope="module")
+def two_worker_stack() -> Iterator[Stack]:
+    with running_stack(mode="team", workers=2, extra_env=FAST_SWEEP) as stack:
         yield stack
 
 
@@ -132,3 +140,61 @@ async def test_a_worker_killed_mid_answer_is_reported_and_nothing_shown_is_lost(
     status, kept, incomplete = rows[0]
     assert status == "failed"
     assert incomplete and kept and stream.answer().startswith(kept)  # what reached the log
+
+
+async def test_a_conversation_goes_on_on_the_other_worker_after_one_is_killed(
+    two_worker_stack: Stack,
+) -> None:
+    stack, marker = two_worker_stack, f"SURVIVOR-{secrets.token_hex(3)}"
+    words = [f"word{i} " for i in range(200)]
+    stack.script(
+        rules=[
+            {
+                "contains": f"{marker}: first",
+                "responses": [{"content": "Done."}, {"chunks": words, "chunk_delay": 0.1}],
+            },
+            {
+                "contains": f"{marker}: again",
+                "responses": [{"content": "Done."}, {"chunks": ["Still ", "here."]}],
+            },
+        ]
+    )
+    async with Browser(stack.base_url) as browser:
+        await browser.login()
+        conversation_id = await browser.new_conversation()
+        async with EventStream(browser, conversation_id) as stream:
+            first = run_id_of(await browser.send(conversation_id, f"{marker}: first"))
+            await async_wait_for(
+                lambda: stream.answer().count("word") >= 5,
+                timeout=30,
+                what="five answer words",
+                detail=stack.logs,
+            )
+            # A worker's run loop starts with its first run: the one that logged it runs this.
+            running = [w for w in stack.workers if "runs execute on" in w.text()]
+            assert len(running) == 1, [w.name for w in running]
+            running[0].popen.kill()
+            await async_wait_for(
+                lambda: any(e[1] == "error" for e in stream.events),
+                timeout=30,
+                what="the interrupted report",
+                detail=stack.logs,
+            )
+            second = run_id_of(await browser.send(conversation_id, f"{marker}: again"))
+            await async_wait_for(
+                lambda: any(e[1] == "done" for e in stream.events),
+                timeout=30,
+                what="the answer from the other worker",
+                detail=stack.logs,
+            )
+
+    ids = [event_id for event_id, _e, _p in stream.events]
+    assert ids == sorted(set(ids)), "event numbers must only increase"
+    statuses = await asyncio.to_thread(
+        stack.query,
+        "SELECT id, status FROM conversations_run WHERE id IN (%s, %s) ORDER BY id",
+        first,
+        second,
+    )
+    assert statuses == [(first, "failed"), (second, "succeeded")]
+    assert stream.answer().endswith("Still here.")
