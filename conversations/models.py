@@ -91,6 +91,8 @@ class Run(models.Model):
         INCOMPLETE = "incomplete"
 
     ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING)
+    # Ended without a complete answer: the user may answer the question again (Retry).
+    RETRYABLE_STATUSES = (Status.FAILED, Status.CANCELLED, Status.INCOMPLETE)
 
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="runs")
     trigger_message = models.ForeignKey(

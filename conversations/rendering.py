@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from django.template.loader import render_to_string
 from django.utils.html import escape
 
+from conversations.models import Run
 from tools.markdown import render_markdown
 
 PARTIALS = "conversations/partials.html"
@@ -302,7 +303,7 @@ class RunView:
         return _partial("run-finish", {"view": self, "oob": True})
 
     # helpers for templates -------------------------------------------------
-    RETRYABLE: ClassVar[tuple[str, ...]] = ("failed", "cancelled", "incomplete")  # with Retry
+    RETRYABLE: ClassVar[tuple[str, ...]] = Run.RETRYABLE_STATUSES  # shown with a Retry
 
     @property
     def incomplete(self) -> str:

@@ -170,9 +170,6 @@ def _message_save(
     return message, run, False
 
 
-RETRYABLE_STATUSES = (Run.Status.FAILED, Run.Status.CANCELLED, Run.Status.INCOMPLETE)
-
-
 def run_retry(*, run: Run, user) -> Run:
     """Answer the question of the conversation's latest run again, as a new run (the
     question stays as it was; the earlier attempt stays on the page)."""
@@ -181,7 +178,7 @@ def run_retry(*, run: Run, user) -> Run:
         Conversation.objects.filter(pk=run.conversation_id).update(updated_at=timezone.now())
         run = Run.objects.get(pk=run.pk)
         latest = run.conversation.runs.order_by("-created_at", "-id").first()
-        if run.status not in RETRYABLE_STATUSES or run.trigger_message_id is None:
+        if run.status not in Run.RETRYABLE_STATUSES or run.trigger_message_id is None:
             raise ApplicationError("Only a failed, stopped or incomplete answer can be retried.")
         if latest is None or latest.pk != run.pk:
             raise ApplicationError("Only the latest answer can be retried.")

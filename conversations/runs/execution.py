@@ -118,8 +118,9 @@ class RunExecution:
                 if timer is not None:
                     timer.cancel()
             if self.deadline_reached and status == Run.Status.CANCELLED:
-                answered = self.answered or bool(self.publisher and self.publisher.view.answer_text)
-                status = Run.Status.INCOMPLETE if answered else Run.Status.FAILED
+                # Stopped by the deadline, not by the user: incomplete if it began answering.
+                began = self.publisher is not None and bool(self.publisher.view.answer_text)
+                status = Run.Status.INCOMPLETE if began else Run.Status.FAILED
                 error = deadline_message(deadline)
         finally:
             await self.control.stop()

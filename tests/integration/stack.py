@@ -723,6 +723,14 @@ class Browser:
         )
 
 
+async def stop_reading(task: asyncio.Task[None] | None) -> None:
+    """Cancel a background reader and wait for it, whatever it ended with."""
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+
+
 def run_id_of(response: httpx.Response) -> int:
     match = RUN_ID.search(response.text)
     assert match, f"no run block in the response: {response.text[:500]}"
@@ -747,10 +755,7 @@ class Frames:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+        await stop_reading(self._task)
         await self._connect.__aexit__(None, None, None)
 
     async def _read(self) -> None:

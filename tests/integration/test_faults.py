@@ -5,7 +5,6 @@ event numbers only increase."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import secrets
 import time
@@ -21,6 +20,7 @@ from tests.integration.stack import (
     async_wait_for,
     run_id_of,
     running_stack,
+    stop_reading,
 )
 
 pytestmark = pytest.mark.integration
@@ -62,10 +62,7 @@ class EventStream:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+        await stop_reading(self._task)
 
     async def _read(self) -> None:
         async with self.http.stream("GET", self.path, timeout=None) as response:
