@@ -190,7 +190,10 @@ MEDIA_ROOT = Path(env.str("MEDIA_ROOT", default=str(VAR_DIR / "media")))
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 # Sessions are read on every request: from the cache (Redis in team mode), written through
 # to the database so a cache flush logs nobody out.
-SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+# In the database only: one indexed read per request, and no Redis on the path of every
+# request (cached_db fails the request when Redis is down, and a failed cache delete at
+# logout would let the session come back with Redis).
+SESSION_ENGINE = "django.contrib.sessions.backends.db"
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=False)
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"

@@ -12,12 +12,16 @@ command) is seen after ``USER_CACHE_SECONDS``.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.core.cache import cache
 from django.db.models.signals import post_delete, post_save
+from redis.exceptions import RedisError
+
+logger = logging.getLogger(__name__)
 
 USER_CACHE_SECONDS = 60
 
@@ -29,14 +33,26 @@ def user_cache_key(user_id: Any) -> str:
 def cached_user(user_id: Any) -> Any:
     """The user with this id, from the cache or else the database; None if there is none."""
     key = user_cache_key(user_id)
-    user = cache.get(key)
+    try:
+        user = cache.get(key)
+    except RedisError:
+        logger.warning("user cache unreachable: reading user %s from the database", user_id)
+        return _from_database(user_id)
     if user is None:
-        try:
-            user = get_user_model()._default_manager.get(pk=user_id)
-        except get_user_model().DoesNotExist:
-            return None
-        cache.set(key, user, USER_CACHE_SECONDS)
+        user = _from_database(user_id)
+        if user is not None:
+            try:
+                cache.set(key, user, USER_CACHE_SECONDS)
+            except RedisError:
+                logger.warning("user cache unreachable: user %s not cached", user_id)
     return user
+
+
+def _from_database(user_id: Any) -> Any:
+    try:
+        return get_user_model()._default_manager.get(pk=user_id)
+    except get_user_model().DoesNotExist:
+        return None
 
 
 class CachedUserBackend(ModelBackend):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 pytestmark = pytest.mark.django_db
 
@@ -57,3 +60,37 @@ def test_staff_rights_given_later_apply_at_once(user_client, user):
     user.save()
 
     assert user_client.get("/admin/").status_code == 200
+
+
+@pytest.fixture
+def redis_down(settings):
+    """The cache is a Redis server that does not answer (a port nothing listens on)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again: connections are refused
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": f"redis://127.0.0.1:{port}/0",
+        }
+    }
+
+
+def test_a_signed_in_user_keeps_using_the_site_while_redis_is_down(user_client, redis_down):
+    """Sessions live in the database and the user cache falls back to it: a Redis outage
+    does not sign anyone out or fail a page."""
+    response = user_client.get("/")
+
+    assert response.status_code == 200
+    assert user_queries(user_client)  # read from the database instead
+
+
+def test_a_change_to_a_user_fails_while_redis_is_down(user, redis_down):
+    """A change whose cache entry cannot be dropped fails (and, in a transaction, rolls
+    back): otherwise a deactivated user's stale entry could sign them in again later."""
+    user.is_active = False
+    with pytest.raises(RedisConnectionError), transaction.atomic():
+        user.save()
+
+    user.refresh_from_db()
+    assert user.is_active
