@@ -16,7 +16,9 @@ A script is a list of response dicts consumed in order. Keys (all optional):
   ``headers`` (extra response headers, e.g. ``{"Retry-After": "1"}``)
 - ``delay`` (seconds before answering), ``chunks`` (content pieces when streaming;
   default: split into words), ``chunk_delay`` (seconds between streamed chunks),
-  ``hang`` (seconds to stall after the first streamed piece), ``hang_after_done``
+  ``hang`` (seconds to stall after the first streamed piece), ``cut_after`` (close the
+  connection after this many content pieces, mid-stream, without finishing the chunked
+  body: a provider or proxy that dropped the stream), ``hang_after_done``
   (seconds to keep the response open after ``data: [DONE]``), ``repeat_tool_ids``
   (repeat id/name in every tool-call chunk, like llama.cpp), ``stamp_chunks``
   (append ``@@<time.monotonic()>@@`` to every streamed content piece as it is written,
@@ -606,6 +608,9 @@ class _Handler(BaseHTTPRequestHandler):
                 recorded.answered = time.monotonic()
             if position == 1 and response.get("hang") and not self._wait(response["hang"]):
                 self.close_connection = True
+                return
+            if position > 0 and position == response.get("cut_after"):
+                self.close_connection = True  # no terminating chunk: the body is cut
                 return
         self._write_chunk(b"data: [DONE]\n\n")
         if response.get("hang_after_done"):

@@ -318,3 +318,20 @@ def test_a_gated_response_answers_only_once_released(scripted_server):
 def test_release_needs_a_name(scripted_server):
     response = httpx.post(f"{scripted_server.base_url[:-3]}/_release", json={"gate": 1})
     assert response.status_code == 400
+
+
+def test_cut_after_drops_the_stream_mid_answer(scripted_server):
+    scripted_server.push({"chunks": ["one ", "two ", "three"], "cut_after": 2})
+    payload = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    received: list[str] = []
+    with (
+        pytest.raises(httpx.RemoteProtocolError),
+        httpx.stream(
+            "POST", f"{scripted_server.base_url}/chat/completions", json=payload, timeout=5
+        ) as response,
+    ):
+        for line in response.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                delta = json.loads(line[6:])["choices"][0]["delta"]
+                received.append(delta.get("content") or "")
+    assert "".join(received) == "one two "
