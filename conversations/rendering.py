@@ -114,6 +114,7 @@ class RunView:
     last_seq: int = 0
     assistant_message: Any = None
     followup: dict[str, Any] | None = None  # the run answering left-over follow-ups
+    unanswered: list[dict[str, Any]] = field(default_factory=list)  # left over by a Stop
     _open: dict[tuple[int, str], deque[ToolCard]] = field(
         default_factory=lambda: defaultdict(deque)
     )
@@ -134,6 +135,11 @@ class RunView:
     @property
     def finished(self) -> bool:
         return self.done is not None or self.error is not None
+
+    @property
+    def taken_in_ids(self) -> list[int]:
+        """The follow-ups the agent took in so far (one inject event each)."""
+        return self.inject_ids[: self._injects]
 
     def open_cards(self) -> list[ToolCard]:
         return [card for cards in self._open.values() for card in cards]
@@ -267,17 +273,27 @@ class RunView:
         self.followup = payload
         return self.followup_frame() if render else ""
 
+    def _on_unanswered(self, payload: dict[str, Any], render: bool) -> str:
+        self.unanswered = payload.get("messages", [])
+        return self.followup_frame() if render else ""
+
     def followup_frame(self) -> str:
-        """The follow-ups this run left over, as user messages, and the run answering them
-        (in this run's "next" slot: a repeated frame replaces, never duplicates)."""
-        if not self.followup:
+        """The follow-ups this run left over, out of its steps, as user messages, and the
+        run answering them if any (a Stop leaves them unanswered), in this run's "next"
+        slot: a repeated frame replaces, never duplicates. "" when none were left over."""
+        if self.followup:
+            messages = self.followup.get("messages", [])
+            next_view: RunView | None = RunView(run_id=self.followup["run_id"])
+        elif self.unanswered:
+            messages, next_view = self.unanswered, None
+        else:
             return ""
         return _partial(
             "followup",
             {
                 "view": self,
-                "messages": [FollowupMessage(**m) for m in self.followup.get("messages", [])],
-                "next_view": RunView(run_id=self.followup["run_id"]),
+                "messages": [FollowupMessage(**m) for m in messages],
+                "next_view": next_view,
             },
         )
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from django.db.models import Q, QuerySet
 from django.shortcuts import get_object_or_404
 
 from conversations.models import Conversation, Message, Run, RunEvent
 from conversations.numbering import last_event_seq, last_event_seq_of
+
+if TYPE_CHECKING:
+    from conversations.rendering import RunView
 
 Entry = tuple[int, int, str, dict[str, Any]]  # (seq, run_id, channel, payload)
 
@@ -106,12 +110,20 @@ def _run_item(run, events_by_run, answers, messages, build_run_view, run_inject_
             }
         else:
             view.error = {"message": run.error or run.get_status_display(), "status": run.status}
-    pending = [
+    pending = _pending_injects(view, [m for m in messages if m.run_id == run.pk])
+    return {"kind": "run", "run": run, "view": view, "pending_injects": pending}
+
+
+def _pending_injects(view: RunView, messages: Iterable[Message]) -> list[_PendingInject]:
+    """The run's follow-ups its agent has not taken in (no inject event yet), oldest
+    first: not delivered to the run yet, or delivered (the run's wake-up marks them at
+    once) and waiting for the agent's current step to end."""
+    taken_in = set(view.taken_in_ids)
+    return [
         _PendingInject(m)
         for m in messages
-        if m.run_id == run.pk and m.kind == m.Kind.INJECT and m.delivered_at is None
+        if m.kind == Message.Kind.INJECT and m.pk not in taken_in
     ]
-    return {"kind": "run", "run": run, "view": view, "pending_injects": pending}
 
 
 class _PendingInject:
@@ -163,12 +175,11 @@ def catch_up_frames(*, conversation_id: int, after_seq: int) -> tuple[list[str],
             view.answer_text = answer.content
             view.assistant_message = answer
         # The block replaces the page's: follow-ups not yet taken in must stay in it.
-        pending = [
-            _PendingInject(m)
-            for m in run.messages.filter(kind=Message.Kind.INJECT, delivered_at__isnull=True)
-            .order_by("seq")
-        ]  # fmt: skip
+        pending = _pending_injects(
+            view, run.messages.filter(kind=Message.Kind.INJECT).order_by("seq")
+        )
         frames.append(render_run_block(view, run, pending_injects=pending, oob=True))
-        if view.followup:  # fills the slot after this run (the next run's block comes next)
-            frames.append(view.followup_frame())
+        # Fills the slot after this run (with the next run's block, if any, coming next).
+        if leftovers := view.followup_frame():
+            frames.append(leftovers)
     return frames, last_seq

@@ -18,7 +18,7 @@ from conversations.models import Conversation, Message, Run
 from conversations.numbering import next_message_seq
 from conversations.runs import control, launcher, lifecycle
 from conversations.runs.publisher import publish_events_sync
-from engine.events import ErrorEvent
+from engine.events import AgentEvent, ErrorEvent
 
 logger = logging.getLogger(__name__)
 
@@ -166,8 +166,15 @@ def _message_save(
             run.finished_at = timezone.now()
             run.save(update_fields=["status", "error", "finished_at"])
         else:
-            transaction.on_commit(lambda: launcher.launch(run.pk))
+            transaction.on_commit(lambda: _launch(run))
     return message, run, False
+
+
+def _launch(run: Run) -> None:
+    """Start the run; when it could not be queued it failed saying why, and ``run`` (which
+    the response renders) shows that."""
+    if not launcher.launch(run.pk):
+        run.refresh_from_db(fields=["status", "error", "finished_at"])
 
 
 def run_retry(*, run: Run, user) -> Run:
@@ -188,7 +195,7 @@ def run_retry(*, run: Run, user) -> Run:
         retry = Run.objects.create(
             conversation_id=run.conversation_id, trigger_message_id=run.trigger_message_id
         )
-        transaction.on_commit(lambda: launcher.launch(retry.pk))
+        transaction.on_commit(lambda: _launch(retry))
     return retry
 
 
@@ -231,10 +238,16 @@ def run_cancel(*, run: Run) -> Run:
 
 
 def _report_stopped(run_id: int) -> None:
-    """The "Stopped." event of a run stopped before it started (unless it is gone)."""
+    """The "Stopped." event of a run stopped before it started (unless it is gone), and
+    the follow-ups it leaves unanswered."""
     run = Run.objects.filter(pk=run_id).first()
-    if run is not None:
-        publish_events_sync(run=run, events=[ErrorEvent("Stopped.", "cancelled")])
+    if run is None:
+        return
+    events: list[AgentEvent] = [ErrorEvent("Stopped.", "cancelled")]
+    unanswered = lifecycle.followups_unanswered(run_id=run_id)
+    if unanswered is not None:
+        events.append(unanswered)
+    publish_events_sync(run=run, events=events)
 
 
 def message_set_pinned(*, message: Message, pinned: bool) -> Message:

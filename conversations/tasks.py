@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from conversations.runs import loops
+from conversations.runs import launcher, loops
 from conversations.runs.execution import execute_run
 
 
@@ -18,5 +18,5 @@ def run_agent(self, run_id: int) -> str | None:
     running = execute_run(run_id, task_id=self.request.id or "")
     outcome = loops.submit(running, loops.background_loop()).result()
     if outcome.followup_run_id is not None:
-        run_agent.delay(outcome.followup_run_id)
+        launcher.launch(outcome.followup_run_id)  # or failed, saying so, if it can't queue
     return outcome.status

@@ -187,14 +187,18 @@ class Done(AgentEvent):
 
 @dataclass
 class ErrorEvent(AgentEvent):
-    """Not emitted by the loop itself: the web layer's report of a failed run."""
+    """Not emitted by the loop itself: the web layer's report of a run that ended without
+    a complete answer. ``answer`` is the partial answer kept (what a reload shows), which
+    supersedes what a client assembled from the deltas: some of those may never have
+    reached the log before a crash."""
 
     message: str
     status: str = "failed"
+    answer: str = ""
     channel: ClassVar[str] = "error"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"message": self.message, "status": self.status}
+        return {"message": self.message, "status": self.status, "answer": self.answer}
 
 
 def event_from_dict(channel: str, payload: dict[str, Any]) -> AgentEvent:
@@ -242,5 +246,7 @@ def event_from_dict(channel: str, payload: dict[str, Any]) -> AgentEvent:
             payload.get("reason", ""),
         )
     if channel == "error":
-        return ErrorEvent(payload.get("message", ""), payload.get("status", "failed"))
+        return ErrorEvent(
+            payload.get("message", ""), payload.get("status", "failed"), payload.get("answer", "")
+        )
     raise ValueError(f"unknown event channel/payload: {channel!r} {payload!r}")

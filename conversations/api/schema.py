@@ -210,6 +210,8 @@ sequence number), `event:` (the protocol channel) and `data:` (the JSON payload)
 - `followup`: `{run_id, messages: [{id, content, pinned}]}`, after a run's `done` or
   `error`: follow-ups that reached it too late (e.g. while it wrote its answer) became
   the questions of the new run `run_id`, whose events follow
+- `unanswered`: `{messages: [{id, content, pinned}]}`, after a Stop's `error`: follow-ups
+  the stopped run never took in stay in the conversation as ordinary messages, unanswered
 
 Resume with the `Last-Event-ID` header (browsers' EventSource sends it) or `?after=N`:
 every event after that id is replayed from the durable log, then live events follow,

@@ -279,38 +279,52 @@ class RunExecution:
 
     # ------------------------------------------------------------------------ ending
     async def _end(self, status: str, error: str) -> None:
-        """Report how the run ended, close it if its answer did not, announce the run
-        answering its left-over follow-ups."""
+        """Report how the run ended, close it if its answer did not (the report written
+        in the same transaction, then sent: a client that saw it finds the run closed),
+        announce the run answering its left-over follow-ups."""
         publisher, setup = self.publisher, self.setup
         assert publisher is not None and setup is not None
-        try:
-            if status == Run.Status.FAILED:
-                ended = ErrorEvent(error or "The run failed.", "failed")
-                await publisher.publish(ended.channel, ended.to_dict())
-            elif status == Run.Status.CANCELLED:
-                ended = ErrorEvent("Stopped.", "cancelled")
-                await publisher.publish(ended.channel, ended.to_dict())
-            elif status == Run.Status.INCOMPLETE and not self.answered:
-                ended = ErrorEvent(error, "incomplete")
-                await publisher.publish(ended.channel, ended.to_dict())
-            await publisher.close()
-        except Exception:  # the run is closed below all the same
-            logger.exception("run %s could not log how it ended", self.run_id)
-        if not self.answered:
+        kept = publisher.view.answer_text  # saved as the incomplete answer below
+        ended = _report(status, error, kept, answered=self.answered)
+        if self.answered:  # closed with its answer already: only the report is left
+            try:
+                if ended is not None:
+                    await publisher.publish(ended.channel, ended.to_dict())
+                await publisher.close()
+            except Exception:
+                logger.exception("run %s could not log how it ended", self.run_id)
+        else:
+            entry = None
+            try:
+                await publisher.close()
+                if ended is not None:
+                    entry = await publisher.reserve(ended.channel, ended.to_dict())
+            except Exception:  # the run is closed below all the same
+                logger.exception("run %s could not log how it ended", self.run_id)
             result = self.result
-            self.followup = await db(lifecycle.run_close_unanswered)(
-                run=setup.run,
-                model=setup.model,
-                taken_in=self.inject_ids[: self.taken_in],
-                # What the page showed of an answer stopped or broken off mid-stream.
-                partial_answer=publisher.view.answer_text,
-                status=status,
-                error=error,
-                error_detail=self.error_detail,
-                iterations=result.iterations if result is not None else 0,
-                usage=result.usage.to_dict() if result is not None else {},
-                elapsed=time.perf_counter() - self.started,
-            )
+            try:
+                self.followup = await db(lifecycle.run_close_unanswered)(
+                    run=setup.run,
+                    model=setup.model,
+                    taken_in=self.inject_ids[: self.taken_in],
+                    # What the page showed of an answer stopped or broken off mid-stream.
+                    partial_answer=kept,
+                    events=[entry] if entry is not None else [],
+                    status=status,
+                    error=error,
+                    error_detail=self.error_detail,
+                    iterations=result.iterations if result is not None else 0,
+                    usage=result.usage.to_dict() if result is not None else {},
+                    elapsed=time.perf_counter() - self.started,
+                )
+            except BaseException:
+                if entry is not None:
+                    publisher.release(entry)
+                raise
+            if entry is not None:
+                await publisher.send_written(entry)
+        if status == Run.Status.CANCELLED:
+            await self._announce_unanswered()
         if self.followup is not None:
             # On the page (and numbered in the log) before the new run's first frame.
             messages = await db(_followup_messages)(self.followup.pk)
@@ -319,6 +333,17 @@ class RunExecution:
                 await publisher.publish("followup", payload)
             except Exception:  # a reload shows the new run all the same
                 logger.exception("run %s could not announce its follow-up run", self.run_id)
+
+    async def _announce_unanswered(self) -> None:
+        """Show the follow-ups the Stop left unanswered as the ordinary messages they
+        became (the page showed them waiting for the run)."""
+        assert self.publisher is not None
+        try:
+            unanswered = await db(lifecycle.followups_unanswered)(run_id=self.run_id)
+            if unanswered is not None:
+                await self.publisher.publish(unanswered.channel, unanswered.to_dict())
+        except Exception:  # a reload shows them all the same
+            logger.exception("run %s could not show its unanswered follow-ups", self.run_id)
 
 
 def _close_with_answer(*, answer: str, **close: Any) -> tuple[Message, Run | None]:
@@ -329,6 +354,18 @@ def _close_with_answer(*, answer: str, **close: Any) -> tuple[Message, Run | Non
     closed = lifecycle.run_close_with_answer(answer=answer, **close)
     render_markdown(answer)
     return closed
+
+
+def _report(status: str, error: str, kept: str, *, answered: bool) -> ErrorEvent | None:
+    """The error event telling how a run without a complete answer ended, if it needs one
+    (an incomplete answer that was saved says so in its done event)."""
+    if status == Run.Status.FAILED:
+        return ErrorEvent(error or "The run failed.", "failed", kept)
+    if status == Run.Status.CANCELLED:
+        return ErrorEvent("Stopped.", "cancelled", kept)
+    if status == Run.Status.INCOMPLETE and not answered:
+        return ErrorEvent(error, "incomplete", kept)
+    return None
 
 
 def _followup_messages(run_id: int) -> list[dict[str, Any]]:

@@ -13,6 +13,8 @@ import asyncio
 import logging
 
 from django.conf import settings
+from kombu.exceptions import OperationalError as BrokerError
+from redis.exceptions import RedisError
 
 from conversations.runs import lifecycle, loops
 from conversations.runs.db import db
@@ -22,16 +24,28 @@ from engine.loops import PerLoop
 logger = logging.getLogger(__name__)
 
 _tasks: dict[int, asyncio.Task] = {}
+QUEUE_OUTAGES = (BrokerError, RedisError)
 
 
-def launch(run_id: int) -> None:
-    """Start executing a run (called after the transaction that created it committed)."""
+def launch(run_id: int) -> bool:
+    """Start executing a run (called after the transaction that created it committed).
+
+    False when the task queue is unreachable: the run is then failed at once, saying so
+    (the message that triggered it stays saved, and Retry starts it again), rather than
+    left queued until the sweep gives up on it.
+    """
     if settings.AGENTSITE_EXECUTION == "celery":
         from conversations.tasks import run_agent
 
-        run_agent.delay(run_id)  # the worker records its task id when it claims the run
-        return
+        try:
+            run_agent.delay(run_id)  # the worker records its task id when it claims the run
+        except QUEUE_OUTAGES:
+            logger.exception("could not queue run %s", run_id)
+            lifecycle.run_fail_unstarted(run_id, lifecycle.QUEUE_UNREACHABLE)
+            return False
+        return True
     loops.run_loop().call_soon_threadsafe(_start, run_id)
+    return True
 
 
 def _start(run_id: int) -> None:

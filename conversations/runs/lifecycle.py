@@ -5,6 +5,7 @@ process died. Sync functions (the executor calls them on a database thread)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -16,6 +17,8 @@ from conversations.models import Conversation, Message, Run
 from conversations.numbering import last_event_seq_of, next_message_seq, reserve_event_numbers
 from conversations.runs.publisher import (
     Entry,
+    Unanswered,
+    interrupted_view,
     publish_events_sync,
     publish_interrupted,
     write_events,
@@ -34,6 +37,10 @@ INTERRUPTED = (
     "You can send the message again to retry."
 )
 COULD_NOT_START = "The run could not start because of an internal error. Send the message again."
+QUEUE_UNREACHABLE = (
+    "The answer could not be started: the task queue is not answering. "
+    "Your message is saved; press Retry in a moment."
+)
 
 
 CLAIMED_FIELDS = (
@@ -106,12 +113,21 @@ def run_close_with_answer(
 
 
 def run_close_unanswered(
-    *, run: Run, model: Any, taken_in: list[int], partial_answer: str = "", **outcome: Any
+    *,
+    run: Run,
+    model: Any,
+    taken_in: list[int],
+    partial_answer: str = "",
+    events: Sequence[Entry] = (),
+    **outcome: Any,
 ) -> Run | None:
-    """Close a run that ended without a complete answer (its events are written by now),
-    keeping the ``partial_answer`` it streamed, if any, as an incomplete answer; returns
-    the run answering left-over follow-ups, if any."""
+    """Close a run that ended without a complete answer and write its last ``events``
+    (the report of how it ended), in one transaction, keeping the ``partial_answer`` it
+    streamed, if any, as an incomplete answer; returns the run answering left-over
+    follow-ups, if any."""
     with transaction.atomic():
+        if events:
+            write_events([(run.conversation_id, list(events))])
         if partial_answer.strip():
             # Numbering the message takes the conversation's row lock (see _close).
             partial_answer_save(run=run, content=partial_answer)
@@ -189,6 +205,27 @@ def followups_cancel(*, run_id: int, taken_in: list[int] | tuple[int, ...] = ())
     )
 
 
+def followups_unanswered(*, run_id: int) -> Unanswered | None:
+    """The event that shows the follow-ups a Stop left unanswered (see
+    :func:`followups_cancel`) as the ordinary messages a page load shows, or None.
+
+    They are the stopped run's user messages numbered after its question: the questions
+    of a run answering follow-ups are numbered up to its question, and follow-ups it took
+    in stay inject messages.
+    """
+    question = Run.objects.filter(pk=run_id).values_list("trigger_message__seq", flat=True)
+    question_seq = question.first() or 0
+    rows = (
+        Message.objects.filter(
+            run_id=run_id, role=Message.Role.USER, kind=Message.Kind.CHAT, seq__gt=question_seq
+        )
+        .order_by("seq")
+        .values_list("pk", "content", "pinned")
+    )
+    messages = [{"id": pk, "content": content, "pinned": pinned} for pk, content, pinned in rows]
+    return Unanswered(messages) if messages else None
+
+
 def run_create_followup(*, run: Run, message_ids: list[int]) -> Run | None:
     """Make follow-ups ``run`` left over the input of a new run: they become ordinary
     messages of the conversation, the last one its question. Not launched here."""
@@ -211,15 +248,13 @@ def run_create_followup(*, run: Run, message_ids: list[int]) -> Run | None:
     return followup
 
 
-def run_fail_unstarted(run_id: int) -> None:
+def run_fail_unstarted(run_id: int, reason: str = COULD_NOT_START) -> None:
     """A run whose start crashed: failed with a message, never left "running"."""
     updated = Run.objects.filter(pk=run_id, status__in=Run.ACTIVE_STATUSES).update(
-        status=Run.Status.FAILED, error=COULD_NOT_START, finished_at=timezone.now()
+        status=Run.Status.FAILED, error=reason, finished_at=timezone.now()
     )
     if updated:
-        publish_events_sync(
-            run=Run.objects.get(pk=run_id), events=[ErrorEvent(COULD_NOT_START, "failed")]
-        )
+        publish_events_sync(run=Run.objects.get(pk=run_id), events=[ErrorEvent(reason, "failed")])
 
 
 # ---------------------------------------------------------------------------- sweep
@@ -262,9 +297,19 @@ def run_sweep_stale(*, conversation: Conversation | None = None) -> int:
         )
         if updated:
             swept += 1
-            partial = publish_interrupted(run_id=run_id)
-            if partial.strip():
-                with transaction.atomic():
-                    run = Run(pk=run_id, conversation_id=conversation_id)
-                    partial_answer_save(run=run, content=partial)
+            _report_interrupted(run_id=run_id, conversation_id=conversation_id)
     return swept
+
+
+def _report_interrupted(*, run_id: int, conversation_id: int) -> None:
+    """Keep the answer text of a dead run that reached the log (incomplete), turn the
+    follow-ups it never took in into ordinary messages, then report it: a client that sees
+    the report finds all of that stored."""
+    view = interrupted_view(run_id)
+    with transaction.atomic():
+        if view.answer_text.strip():
+            run = Run(pk=run_id, conversation_id=conversation_id)
+            partial_answer_save(run=run, content=view.answer_text)
+        followups_cancel(run_id=run_id, taken_in=view.taken_in_ids)
+    unanswered = followups_unanswered(run_id=run_id)
+    publish_interrupted(run_id=run_id, view=view, after=[unanswered] if unanswered else [])

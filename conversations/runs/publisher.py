@@ -22,7 +22,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from channels.layers import get_channel_layer
 from django.db import transaction
@@ -69,12 +71,24 @@ def frame(entry: Entry, html: str, prev: int) -> dict[str, Any]:
     }
 
 
+@dataclass
+class Unanswered(AgentEvent):
+    """Follow-ups a Stop left unanswered: ordinary messages of the conversation now, no
+    longer waiting for the run (the app's event, not the engine's: it knows no messages)."""
+
+    messages: list[dict[str, Any]]  # {id, content, pinned}
+    channel: ClassVar[str] = "unanswered"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"messages": self.messages}
+
+
 def _written_at_once(channel: str, payload: dict[str, Any]) -> bool:
     """Events logged before the run goes on: the model's tool call (before the tool runs),
-    how the run ended, the run answering its left-over follow-ups."""
+    how the run ended, what became of its left-over follow-ups."""
     if channel == "step":
         return payload.get("type") == "iteration" and payload.get("status") == "start"
-    return channel in ("done", "error", "followup")
+    return channel in ("done", "error", "followup", "unanswered")
 
 
 class RunPublisher:
@@ -338,21 +352,27 @@ def publish_events_sync(*, run: Run, events: list[AgentEvent]) -> None:
             logger.warning("could not send event %s of run %s", seq, run.pk, exc_info=True)
 
 
-def publish_interrupted(*, run_id: int) -> str:
-    """Close an interrupted run's open tool cards and report it as failed; returns the
-    answer text it had streamed (as logged)."""
-    run = Run.objects.get(pk=run_id)
+def interrupted_view(run_id: int) -> RunView:
+    """What a dead run's log shows: its open tool cards, the answer text that reached the
+    log, the follow-ups it took in."""
     stored = list(
-        RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", "channel", "payload")
+        RunEvent.objects.filter(run_id=run_id)
+        .order_by("seq")
+        .values_list("seq", "channel", "payload")
     )
-    view = build_run_view(run.pk, stored, [])
+    return build_run_view(run_id, stored, run_inject_ids(run_id))
+
+
+def publish_interrupted(*, run_id: int, view: RunView, after: Sequence[AgentEvent] = ()) -> None:
+    """Close an interrupted run's open tool cards and report it as failed, keeping the
+    answer text of its ``view``; then the ``after`` events."""
+    run = Run.objects.get(pk=run_id)
     events: list[AgentEvent] = [
         IterationDone(card.iteration, card.tool_name, "[interrupted]", "interrupted", 0.0)
         for card in view.open_cards()
     ]
-    events.append(ErrorEvent(run.error or "The run was interrupted.", "failed"))
-    publish_events_sync(run=run, events=events)
-    return view.answer_text
+    events.append(ErrorEvent(run.error or "The run was interrupted.", "failed", view.answer_text))
+    publish_events_sync(run=run, events=[*events, *after])
 
 
 def run_inject_ids(run_id: int) -> list[int]:

@@ -17,6 +17,7 @@ from agentsite.asgi import application
 from conversations import selectors, services
 from conversations.models import Run, RunEvent
 from conversations.runs import launcher, lifecycle
+from conversations.runs.control import mark_followup_delivered
 from conversations.runs.publisher import IDLE_GAP, RunPublisher
 from engine.events import AnswerDelta, IterationDone, IterationStart, ThinkingStart
 
@@ -283,6 +284,32 @@ async def test_a_catch_up_keeps_a_follow_up_not_yet_delivered(client, user, setu
 
     assert f'id="run-{run.pk}"' in catch_up
     assert f'id="inject-{followup.pk}"' in catch_up and "also check Paris" in catch_up
+    await publisher.close()
+    await socket.disconnect()
+
+
+async def test_a_reload_shows_a_follow_up_delivered_but_not_yet_taken_in(client, user, setup_run):
+    """The run received the follow-up (marked delivered) but its model has not read it
+    yet (no inject event): a page load and a reconnect's catch-up still show it waiting."""
+    conversation, run = await sync_to_async(setup_run)()
+    cookie = await sync_to_async(login_cookie)(client, user)
+    publisher = RunPublisher(run_id=run.pk, conversation_id=conversation.pk, start_seq=0)
+    await publisher.on_event(ThinkingStart(1))
+    await publisher.flush()
+    followup, _run, injected = await sync_to_async(services.message_post)(
+        conversation=conversation, user=user, content="also check Paris"
+    )
+    assert injected
+    assert await sync_to_async(mark_followup_delivered)(run.pk, followup.pk)
+    waiting = "the agent will read it after its current step"
+
+    page = (await sync_to_async(client.get)(f"/c/{conversation.pk}/")).content.decode()
+    socket = await open_socket(conversation.pk, cookie, after=0)
+    catch_up = await socket.receive_from(timeout=2)
+
+    for html in (page, catch_up):
+        assert f'id="inject-{followup.pk}"' in html and "also check Paris" in html
+        assert waiting in html
     await publisher.close()
     await socket.disconnect()
 

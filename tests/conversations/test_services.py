@@ -217,3 +217,27 @@ def test_stop_cancels_the_follow_ups_queued_for_the_run(user, chat_model, no_lau
     assert followup.kind == Message.Kind.CHAT and not followup.pinned
     assert followup.content == "and this"
     assert Run.objects.filter(conversation=conversation).count() == 1
+
+
+def test_a_stop_before_the_start_shows_its_follow_ups_as_ordinary_messages(
+    user, chat_model, no_launch, django_capture_on_commit_callbacks
+):
+    """The "Stopped." report of a run stopped while queued also takes its follow-ups out
+    of the run block, where the page showed them waiting, as a reload shows them."""
+    conversation = services.conversation_create(owner=user)
+    _, run, _ = services.message_post(conversation=conversation, user=user, content="first")
+    followup, _same, _injected = services.message_post(
+        conversation=conversation, user=user, content="and this"
+    )
+
+    with django_capture_on_commit_callbacks(execute=True):
+        services.run_cancel(run=run)
+
+    channels = list(run.events.order_by("seq").values_list("channel", "payload"))
+    assert channels[-1] == (
+        "unanswered",
+        {"messages": [{"id": followup.pk, "content": "and this", "pinned": False}]},
+    )
+    frames, _seq = selectors.catch_up_frames(conversation_id=conversation.pk, after_seq=0)
+    assert f'id="msg-{followup.pk}"' in frames[-1]
+    assert f'id="inject-{followup.pk}" hx-swap-oob="delete"' in frames[-1]

@@ -91,7 +91,7 @@ CASES: list[tuple[AgentEvent, str, dict[str, Any]]] = [
             "reason": "The answer reached its length limit.",
         },
     ),
-    (ErrorEvent("boom"), "error", {"message": "boom", "status": "failed"}),
+    (ErrorEvent("boom"), "error", {"message": "boom", "status": "failed", "answer": ""}),
 ]
 
 

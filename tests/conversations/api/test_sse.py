@@ -262,7 +262,7 @@ async def test_cancel_through_the_api_ends_the_stream_with_error(
     assert response.status_code == 202 and response.json()["cancel_requested"] is True
     events = await stream.rest()
     assert events[-1].event == "error"
-    assert events[-1].data == {"message": "Stopped.", "status": "cancelled"}
+    assert events[-1].data == {"message": "Stopped.", "status": "cancelled", "answer": ""}
     await asyncio.wait_for(launcher.wait_for(run_id), 10)  # saved after the event
     run = await Run.objects.aget(pk=run_id)
     assert run.status == "cancelled"

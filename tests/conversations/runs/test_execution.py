@@ -13,7 +13,7 @@ from channels.layers import get_channel_layer
 from django.test import override_settings
 from django.utils import timezone
 
-from conversations import services
+from conversations import selectors, services
 from conversations.models import Message, Run, RunEvent
 from conversations.numbering import last_event_seq
 from conversations.runs import execution, lifecycle
@@ -315,6 +315,29 @@ async def test_run_is_closed_before_its_done_frame(user, chat_model, llm_server,
     assert not injected and second.pk != run.pk
 
 
+async def test_a_failed_run_is_closed_before_its_error_frame(
+    user, chat_model, llm_server, no_launch
+):
+    """A client that saw the error finds the run failed (with its report in the log), not
+    still running, whether it reloads or asks the API."""
+    llm_server.push(*[{"status": 500}] * 8)
+    conversation = await sync_to_async(services.conversation_create)(owner=user)
+    _, run, _ = await sync_to_async(post)(conversation, user, "hi")
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(conversation_group(conversation.pk), channel)
+
+    running = asyncio.ensure_future(execute(run.pk))
+    while (frame := await layer.receive(channel))["channel"] != "error":
+        pass
+    at_error = await Run.objects.aget(pk=run.pk)
+    logged = await RunEvent.objects.filter(run=run, channel="error").aexists()
+    await running
+
+    assert at_error.status == "failed" and at_error.error == frame["payload"]["message"]
+    assert logged
+
+
 async def test_a_run_started_at_the_previous_ones_done_numbers_its_events_after_it(
     user, chat_model, llm_server, no_launch
 ):
@@ -439,6 +462,33 @@ async def test_an_interrupted_runs_logged_answer_is_kept_by_the_sweep(user, chat
     kept = await Message.objects.aget(run=run, role=Message.Role.ASSISTANT)
     assert kept.incomplete and kept.content == "Cut off"
     assert (await Run.objects.aget(pk=run.pk)).status == "failed"
+    # The report carries what was kept: a client that assembled more (frames the dead
+    # worker sent but never logged) takes this instead.
+    report = await RunEvent.objects.filter(run=run, channel="error").aget()
+    assert report.payload["answer"] == "Cut off" and report.seq > 2
+
+
+async def test_the_sweep_turns_a_dead_runs_waiting_follow_up_into_a_plain_message(
+    user, chat_model, no_launch, client
+):
+    """A follow-up the dead run never took in does not wait for ever: like after a Stop,
+    it stays as typed (unpinned, unanswered), on open pages too, after the report."""
+    conversation = await sync_to_async(services.conversation_create)(owner=user)
+    _, run, _ = await sync_to_async(post)(conversation, user, "tell me")
+    assert await sync_to_async(lifecycle.run_claim)(run_id=run.pk) is not None
+    followup, _, injected = await sync_to_async(post)(conversation, user, "and also")
+    assert injected
+    await Run.objects.filter(pk=run.pk).aupdate(heartbeat_at=timezone.now() - timedelta(hours=1))
+
+    assert await sync_to_async(lifecycle.run_sweep_stale)() == 1
+
+    followup = await Message.objects.aget(pk=followup.pk)
+    assert followup.kind == Message.Kind.CHAT and not followup.pinned
+    channels = [e.channel async for e in RunEvent.objects.filter(run=run).order_by("seq")]
+    assert channels[-2:] == ["error", "unanswered"]
+    await sync_to_async(client.force_login)(user)
+    page = (await sync_to_async(client.get)(f"/c/{conversation.pk}/")).content.decode()
+    assert f'id="inject-{followup.pk}"' not in page and f'id="msg-{followup.pk}"' in page
 
 
 async def test_an_answer_whose_stream_breaks_off_is_saved_incomplete_with_a_retry(
@@ -479,7 +529,7 @@ async def test_a_run_past_its_deadline_is_stopped_saying_so(
     run = await Run.objects.aget(pk=run.pk)
     assert run.error == "The run reached its time limit (0.5 seconds) and was stopped."
     error = await RunEvent.objects.filter(run=run, channel="error").aget()
-    assert error.payload == {"message": run.error, "status": "failed"}
+    assert error.payload == {"message": run.error, "status": "failed", "answer": ""}
 
 
 @override_settings(AGENTSITE_RUN_HEARTBEAT_SECONDS=600)
@@ -505,3 +555,55 @@ async def test_stop_mid_run_cancels_the_follow_up_it_had_not_taken_in(
     followup = await Message.objects.aget(pk=followup.pk)
     assert followup.kind == Message.Kind.CHAT and not followup.pinned
     assert await Run.objects.filter(conversation=conversation).acount() == 1
+
+
+async def frames_sent(layer, channel) -> list[dict]:
+    """Every message the channel holds (the run has returned: all of them are sent)."""
+    frames = []
+    while True:
+        try:
+            frames.append(await asyncio.wait_for(layer.receive(channel), timeout=0.2))
+        except TimeoutError:
+            return frames
+
+
+@override_settings(AGENTSITE_RUN_HEARTBEAT_SECONDS=600)
+async def test_a_stop_shows_the_follow_up_it_had_not_taken_in_as_an_ordinary_message(
+    user, chat_model, llm_server, no_launch, client
+):
+    """The live page showed the follow-up as sent and waiting for the agent: the frames
+    of the Stop take that away and show it as the ordinary message a reload shows, and a
+    reconnect's catch-up shows the same (issue 27)."""
+    llm_server.push({"content": "never", "delay": 30})
+    conversation = await sync_to_async(services.conversation_create)(owner=user)
+    _, run, _ = await sync_to_async(post)(conversation, user, "take your time")
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(conversation_group(conversation.pk), channel)
+
+    def follow_up_then_stop() -> Message:
+        llm_server.wait_for_requests(1, timeout=10)
+        followup, _same, injected = post(conversation, user, "also <this>")
+        assert injected
+        services.run_cancel(run=Run.objects.get(pk=run.pk))
+        return followup
+
+    stopping = asyncio.ensure_future(sync_to_async(follow_up_then_stop)())
+    assert (await execute_run(run.pk)).status == "cancelled"
+    followup = await stopping
+    frames = await frames_sent(layer, channel)
+
+    stopped = next(i for i, f in enumerate(frames) if f["channel"] == "error")
+    live = "".join(f["html"] for f in frames[stopped:])
+    assert f'id="inject-{followup.pk}" hx-swap-oob="delete"' in live  # no longer pending
+    assert f'id="msg-{followup.pk}"' in live and "also &lt;this&gt;" in live
+    assert "the agent will read it" not in live
+    await sync_to_async(client.force_login)(user)
+    page = (await sync_to_async(client.get)(f"/c/{conversation.pk}/")).content.decode()
+    assert f'id="msg-{followup.pk}"' in page and f'id="inject-{followup.pk}"' not in page
+    caught_up, _seq = await sync_to_async(selectors.catch_up_frames)(
+        conversation_id=conversation.pk, after_seq=0
+    )
+    caught_up_html = "".join(caught_up)
+    assert f'id="msg-{followup.pk}"' in caught_up_html
+    assert "the agent will read it" not in caught_up_html
