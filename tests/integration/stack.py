@@ -31,6 +31,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -120,6 +121,7 @@ class Process:
     popen: subprocess.Popen[bytes]
     log: Path
     stop_signal: int = signal.SIGTERM
+    start: Callable[[], subprocess.Popen[bytes]] | None = None  # the same command again
 
     @property
     def pid(self) -> int:
@@ -158,6 +160,17 @@ class Process:
                 os.killpg(self.popen.pid, signal.SIGKILL)
             self.popen.wait(5)
 
+    def kill(self) -> None:
+        """kill -9 of the whole process group (a crash: nothing gets to clean up)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        self.popen.wait(10)
+
+    def restart(self) -> None:
+        """Start the same command again (after :meth:`stop` or :meth:`kill`); the log goes on."""
+        assert self.start is not None and not self.alive(), f"{self.name} cannot restart"
+        self.popen = self.start()
+
 
 def stop_all(processes: list[Process], timeout: float = 10.0) -> None:
     """Stop processes concurrently (each gets ``timeout`` before SIGKILL)."""
@@ -180,20 +193,24 @@ def spawn(
 ) -> Process:
     """Start ``args`` in its own process group, output to ``log_dir/<name>.log``."""
     log = log_dir / f"{name}.log"
-    with log.open("wb") as out:
-        popen = subprocess.Popen(
-            args,
-            cwd=REPO,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            user=user,
-            group=group,
-            extra_groups=[] if user is not None else None,
-        )
-    return Process(name=name, popen=popen, log=log, stop_signal=stop_signal)
+
+    def start() -> subprocess.Popen[bytes]:
+        with log.open("ab") as out:
+            return subprocess.Popen(
+                args,
+                cwd=REPO,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                user=user,
+                group=group,
+                extra_groups=[] if user is not None else None,
+            )
+
+    log.write_bytes(b"")
+    return Process(name=name, popen=start(), log=log, stop_signal=stop_signal, start=start)
 
 
 def _http_ok(url: str) -> bool:
@@ -207,15 +224,19 @@ def _http_ok(url: str) -> bool:
 
 
 def start_redis(
-    work: Path, *, password: str | None = None, unix_socket: Path | None = None
+    work: Path,
+    *,
+    password: str | None = None,
+    unix_socket: Path | None = None,
+    private: bool = False,
 ) -> tuple[str, Process | None]:
     """The Redis URL to use, and the private server started for it (if any).
 
-    With a ``password`` or a ``unix_socket`` a private server is always started (the URL
-    then says ``redis://:password@...``; the socket is an extra way in).
+    With ``private``, a ``password`` or a ``unix_socket`` a private server is always
+    started (the URL then says ``redis://:password@...``; the socket is an extra way in).
     """
     given = os.environ.get("AGENTSITE_TEST_REDIS_URL")
-    if given and password is None and unix_socket is None:
+    if given and not private and password is None and unix_socket is None:
         _redis_ping(given, timeout=5)
         return given, None
     binary = shutil.which("redis-server") or "/usr/bin/redis-server"
@@ -266,6 +287,7 @@ class Database:
     url: str
     cleanup: Callable[[], None]
     origin: str
+    server: Process | None = None  # a private cluster's postmaster, which a test may restart
 
 
 def provide_postgres(work: Path, *, private: bool = False) -> Database:
@@ -406,7 +428,7 @@ def _private_cluster(work: Path) -> Database:
     except Exception:
         stop_cluster()
         raise
-    return Database(url=database.url, cleanup=stop_cluster, origin=database.origin)
+    return Database(url=database.url, cleanup=stop_cluster, origin=database.origin, server=process)
 
 
 # ------------------------------------------------------------------------------ stack
@@ -425,9 +447,16 @@ class Stack:
     database: Database | None = None
     redis_url: str = ""
 
+    server_urls: dict[str, str] = field(default_factory=dict)  # ASGI server name -> base URL
+
     @property
     def daphne(self) -> Process:
         return self.processes["daphne"]
+
+    @property
+    def servers(self) -> list[Process]:
+        """Every ASGI server process, the first one (``base_url``) first."""
+        return [self.processes[name] for name in self.server_urls]
 
     @property
     def worker(self) -> Process | None:
@@ -440,6 +469,46 @@ class Stack:
 
     def logs(self, lines: int = 40) -> str:
         return "\n".join(p.tail(lines) for p in self.processes.values())
+
+    # -- faults: a service or server stopped and started again on the same port
+
+    def restart_server(self, name: str = "daphne") -> None:
+        """Start a stopped or killed ASGI server again and wait until it serves."""
+        self.processes[name].restart()
+        url = self.server_urls[name]
+        wait_for(
+            lambda: _http_ok(f"{url}/accounts/login/"),
+            timeout=60,
+            what=f"{name} to serve again",
+            detail=self.logs,
+        )
+
+    def restart_redis(self) -> None:
+        """Start the stack's private Redis again (empty: it keeps nothing on disk)."""
+        self.processes["redis"].restart()
+        _redis_ping(self.redis_url, timeout=10, process=self.processes["redis"])
+
+    @property
+    def postgres(self) -> Process:
+        assert self.database is not None and self.database.server is not None, (
+            "no private PostgreSQL cluster (running_stack(private_postgres=True))"
+        )
+        return self.database.server
+
+    def restart_postgres(self) -> None:
+        """Start the private cluster again and wait until it accepts connections."""
+        import psycopg
+
+        self.postgres.restart()
+
+        def ready() -> bool:
+            try:
+                with psycopg.connect(self.database.url, connect_timeout=1):  # type: ignore[union-attr]
+                    return True
+            except psycopg.Error:
+                return False
+
+        wait_for(ready, timeout=30, what="PostgreSQL to accept connections again")
 
     # -- the scripted LLM, over its control endpoints
 
@@ -456,8 +525,12 @@ class Stack:
     # -- the database, read directly (the test process has no Django database)
 
     def query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        """Rows of ``sql`` (``%s`` placeholders) on PostgreSQL, or embedded mode's SQLite."""
         if self.database is None:
-            raise StackError("no PostgreSQL in embedded mode")
+            import sqlite3
+
+            with contextlib.closing(sqlite3.connect(self.work / "var" / "db.sqlite3")) as conn:
+                return list(conn.execute(sql.replace("%s", "?"), params).fetchall())
         import psycopg
 
         with psycopg.connect(self.database.url, autocommit=True) as conn:
@@ -549,11 +622,14 @@ def running_stack(
     stamp: bool = False,
     extra_env: dict[str, str] | None = None,
     private_postgres: bool = False,
+    private_redis: bool = False,
     workers: int = 1,
+    servers: int = 1,
     daphne_prefix: Sequence[str] = (),
     worker_prefix: Sequence[str] = (),
     startup_timeout: float = 120,
     server: str = "agentsite-server",
+    setup_extra: str = "",
 ) -> Iterator[Stack]:
     """Start every process of ``mode`` (team or embedded); tear all of it down on exit.
 
@@ -561,7 +637,11 @@ def running_stack(
     scripted server, and a user) while daphne and the worker import, to save start-up time.
     ``daphne_prefix`` runs daphne under a tool (e.g. ``valgrind --tool=callgrind ...``),
     ``worker_prefix`` the first worker. ``server`` is ``agentsite-server`` (daphne on
-    the configured loop) or ``daphne`` as shipped.
+    the configured loop) or ``daphne`` as shipped; ``servers`` of them run side by side,
+    each on its own port (``Stack.server_urls``). ``private_redis``/``private_postgres``
+    start services of the stack's own, which a test may stop and restart.
+    ``setup_extra`` is Python run after the set-up (Django ready, the provider ``scripted``
+    and the model in place), e.g. to change the provider's timeout.
     """
     own_work = work is None
     work = Path(tempfile.mkdtemp(prefix=f"agentsite-{mode}-")) if work is None else work
@@ -572,7 +652,7 @@ def running_stack(
         env = _base_env(work, extra_env)
         database = redis_url = None
         if mode == "team":
-            redis_url, redis_process = start_redis(work)
+            redis_url, redis_process = start_redis(work, private=private_redis)
             if redis_process is not None:
                 processes["redis"] = redis_process
                 cleanups.append(redis_process.stop)
@@ -581,14 +661,14 @@ def running_stack(
             env["REDIS_URL"] = redis_url
             env["DATABASE_URL"] = database.url
 
-        llm_port, port = free_port(), free_port()
+        llm_port = free_port()
         llm_base = f"http://{LOOPBACK}:{llm_port}"
         llm_args = [PYTHON, "-m", "engine.llm.scripted_server", "--port", str(llm_port)]
         llm = spawn("llm", llm_args + (["--stamp"] if stamp else []), env=env, log_dir=work)
         processes["llm"] = app_processes["llm"] = llm
         setup = SETUP_SCRIPT.format(
             llm=f"{llm_base}/v1", model=MODEL, user=USERNAME, password=PASSWORD
-        )
+        ) + textwrap.dedent(setup_extra)
         migrate = spawn("migrate", [PYTHON, "-c", setup], env=env, log_dir=work)
         app_processes["migrate"] = migrate
         if mode == "team":
@@ -610,19 +690,24 @@ def running_stack(
                 args = [*prefix, *worker_args, "-n", f"it{llm_port}-{number}@%h"]
                 processes[name] = app_processes[name] = spawn(name, args, env=env, log_dir=work)
         module = {"agentsite-server": "agentsite.server", "daphne": "daphne"}[server]
-        daphne_args = [*daphne_prefix, PYTHON, "-m", module]
-        daphne_args += ["-b", LOOPBACK, "-p", str(port), "agentsite.asgi:application"]
-        daphne = spawn("daphne", daphne_args, env=env, log_dir=work)
-        processes["daphne"] = app_processes["daphne"] = daphne
+        server_urls: dict[str, str] = {}
+        for number in range(1, servers + 1):
+            name, port = ("daphne" if number == 1 else f"daphne{number}"), free_port()
+            prefix = list(daphne_prefix) if number == 1 else []
+            daphne_args = [*prefix, PYTHON, "-m", module]
+            daphne_args += ["-b", LOOPBACK, "-p", str(port), "agentsite.asgi:application"]
+            processes[name] = app_processes[name] = spawn(name, daphne_args, env=env, log_dir=work)
+            server_urls[name] = f"http://{LOOPBACK}:{port}"
         stack = Stack(
             mode=mode,
             work=work,
             env=env,
-            base_url=f"http://{LOOPBACK}:{port}",
+            base_url=server_urls["daphne"],
             llm_base=llm_base,
             processes=processes,
             database=database,
             redis_url=redis_url or "",
+            server_urls=server_urls,
         )
 
         def up() -> bool:
@@ -633,7 +718,7 @@ def running_stack(
                 return False
             if migrate.popen.returncode != 0:
                 raise StackError(f"migrate + setup failed:\n{migrate.tail(60)}")
-            if not _http_ok(f"{stack.base_url}/accounts/login/"):
+            if not all(_http_ok(f"{url}/accounts/login/") for url in server_urls.values()):
                 return False
             if not _http_ok(f"{llm_base}/health"):
                 return False
@@ -674,6 +759,12 @@ class Browser:
 
     async def __aenter__(self) -> Browser:
         return self
+
+    def on(self, base_url: str) -> Browser:
+        """The same browser session (cookies) talking to another server of the site."""
+        other = Browser(base_url)
+        other.http.cookies.update(self.http.cookies)
+        return other
 
     async def __aexit__(self, *exc: object) -> None:
         await self.http.aclose()
