@@ -205,8 +205,10 @@ sequence number), `event:` (the protocol channel) and `data:` (the JSON payload)
 - `inject`: `{type:"inject", content}`
 - `done`: `{status, answer, iterations, usage, elapsed}` (status `succeeded`, or
   `incomplete` with a `reason` when the answer was cut short)
-- `error`: `{message, status}` (status `failed`, `cancelled`, or `incomplete` when a run
-  reached its time limit mid-answer)
+- `error`: `{message, status, answer}` (status `failed`, `cancelled`, or `incomplete`
+  when a run reached its time limit mid-answer); `answer` is the partial answer kept
+  (`""` if none), which replaces what the deltas assembled
+- `unanswered` also follows the `error` of a run interrupted by a crash
 - `followup`: `{run_id, messages: [{id, content, pinned}]}`, after a run's `done` or
   `error`: follow-ups that reached it too late (e.g. while it wrote its answer) became
   the questions of the new run `run_id`, whose events follow
@@ -386,6 +388,21 @@ def _paths() -> dict[str, Any]:
                 "operationId": "cancelRun",
                 "responses": {
                     "202": _json(_ref("Run"), "Cancellation requested (or already finished)."),
+                    "404": _error("NotFound"),
+                    **auth_errors,
+                },
+            },
+        },
+        "/api/runs/{run_id}/retry": {
+            "parameters": [_id_param("run_id", "run")],
+            "post": {
+                "summary": "Answer a failed, stopped or incomplete run's question again",
+                "description": "Only the conversation's latest run; the new run is returned "
+                "and streams on the conversation's events.",
+                "operationId": "retryRun",
+                "responses": {
+                    "202": _json(_ref("Run"), "The new run, queued."),
+                    "400": _error("BadRequest"),
                     "404": _error("NotFound"),
                     **auth_errors,
                 },

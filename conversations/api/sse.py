@@ -99,10 +99,22 @@ def sse_frame(seq: int, channel: str, payload: Any) -> bytes:
     return f"id: {seq}\nevent: {channel}\ndata: {data}\n\n".encode()
 
 
-async def event_stream(conversation_id: int, after: int, *, follow: bool) -> AsyncIterator[bytes]:
-    """Replay events after ``after`` from the log, then follow the live group.
+async def join_live_events(conversation_id: int) -> str:
+    """A new channel in the conversation's group (before the response starts, so a
+    channel-layer outage answers 503 instead of a stream that breaks at once)."""
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(conversation_group(conversation_id), channel)
+    return channel
 
-    Joins the group *before* reading the log, so an event is in the replay, arrives live,
+
+async def event_stream(
+    conversation_id: int, channel: str, after: int, *, follow: bool
+) -> AsyncIterator[bytes]:
+    """Replay events after ``after`` from the log, then follow the live group, which
+    ``channel`` joined (:func:`join_live_events`).
+
+    The group is joined *before* reading the log, so an event is in the replay, arrives live,
     or (sent before the join, not yet written) shows as a gap in the live ids, filled
     from the log once it is written; live ones at or below the last sent id are dropped.
     A frame the layer dropped (a full or expired channel) is filled the same way, or at
@@ -111,9 +123,7 @@ async def event_stream(conversation_id: int, after: int, *, follow: bool) -> Asy
     """
     layer = get_channel_layer()
     group = conversation_group(conversation_id)
-    channel = await layer.new_channel()
     last = after
-    await layer.group_add(group, channel)
     # One receive for the stream's whole life, cancelled when it ends: cancelling a receive
     # is how a channel layer learns a channel is gone (channels_redis unsubscribes it then,
     # as it does for a consumer that exits). A receive cancelled at every heartbeat would
@@ -173,8 +183,10 @@ async def conversation_events(request: HttpRequest, conversation_id: int) -> Htt
     if after is None:
         after = await db(default_start)(conversation_id)
     follow = request.GET.get("follow", "") in ("1", "true", "yes")
+    channel = await join_live_events(conversation_id)
     response = StreamingHttpResponse(
-        event_stream(conversation_id, after, follow=follow), content_type="text/event-stream"
+        event_stream(conversation_id, channel, after, follow=follow),
+        content_type="text/event-stream",
     )
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"

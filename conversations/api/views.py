@@ -301,6 +301,12 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
 
 
 @api_view("POST")
+def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = selectors.run_get(user=request.user, run_id=run_id)
+    return JsonResponse(run_out(services.run_retry(run=run, user=request.user)), status=202)
+
+
+@api_view("POST")
 def message_pin(request: HttpRequest, message_id: int) -> HttpResponse:
     message = selectors.message_get(user=request.user, message_id=message_id)
     return JsonResponse(message_out(services.message_set_pinned(message=message, pinned=True)))

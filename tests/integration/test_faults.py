@@ -223,6 +223,9 @@ async def test_a_redis_restart_mid_stream_loses_nothing(tmp_path) -> None:
 
                 reload = await browser.http.get(f"/c/{first}/")
                 assert reload.status_code == 200 and f"{marker}: long" in reload.text
+                joined = await browser.http.get(f"/api/conversations/{first}/events")
+                assert joined.status_code == 503, joined.text[:300]
+                assert "briefly unavailable" in joined.json()["error"]
                 posted = await browser.send(second, f"{marker}: meanwhile")
                 assert "task queue is not answering" in posted.text
                 stranded = run_id_of(posted)

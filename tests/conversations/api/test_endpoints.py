@@ -269,6 +269,27 @@ def test_cancel_run(api, mine, theirs, other_user):
     assert api.post("/api/runs/999999/cancel").status_code == 404
 
 
+def test_retry_a_failed_run(api, mine, theirs):
+    """The API's Retry: the latest failed, stopped or incomplete run's question is answered
+    again by a new run; anything else is refused in plain words."""
+    run_id = api.post(f"/api/conversations/{mine.pk}/messages", {"content": "go"}).json()["run_id"]
+    assert api.post(f"/api/runs/{run_id}/retry").status_code == 400  # still queued
+    Run.objects.filter(pk=run_id).update(status=Run.Status.FAILED, error="The model failed.")
+
+    response = api.post(f"/api/runs/{run_id}/retry")
+
+    assert response.status_code == 202
+    retry = response.json()
+    assert retry["id"] != run_id and retry["status"] == "queued"
+    assert Run.objects.get(pk=retry["id"]).trigger_message_id == (
+        Run.objects.get(pk=run_id).trigger_message_id
+    )
+    refused = api.post(f"/api/runs/{run_id}/retry")  # no longer the latest
+    assert refused.status_code == 400 and "latest" in refused.json()["error"]
+    other_run = Run.objects.create(conversation=theirs, status=Run.Status.FAILED)
+    assert api.post(f"/api/runs/{other_run.pk}/retry").status_code == 404
+
+
 def test_pin_and_unpin(api, mine, theirs):
     message = message_create(conversation=mine, role="user", content="remember this")
 
