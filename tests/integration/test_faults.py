@@ -5,6 +5,7 @@ event numbers only increase."""
 from __future__ import annotations
 
 import asyncio
+import re
 import secrets
 import time
 from collections.abc import Iterator
@@ -82,7 +83,7 @@ async def test_a_worker_killed_mid_answer_is_reported_and_nothing_shown_is_lost(
                 detail=stack.logs,
             )
             reported_after = time.monotonic() - killed_at
-            await frames.wait(
+            shown = await frames.wait(
                 lambda f: "interrupted" in f, timeout=10, what="the report on the page"
             )
 
@@ -100,6 +101,11 @@ async def test_a_worker_killed_mid_answer_is_reported_and_nothing_shown_is_lost(
     status, kept, incomplete = rows[0]
     assert status == "failed"
     assert incomplete and kept and stream.answer().startswith(kept)  # what reached the log
+    # The page's report replaces the answer it showed with the one kept.
+    kept_words = kept.split()
+    assert kept_words[-1] in shown and not re.search(rf"\bword{len(kept_words)}\b", shown)
+    assert report[2]["answer"] == kept
+    assert_consistent(stack, conversation_id, [f"{marker}: talk"], stream)
 
 
 async def test_a_conversation_goes_on_on_the_other_worker_after_one_is_killed(
