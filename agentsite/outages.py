@@ -31,6 +31,16 @@ class OutageMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         return self.get_response(request)
 
+    def process_view(self, request: HttpRequest, *_view: object) -> HttpResponse | None:
+        """Load the session's user here, ahead of the middleware that needs it
+        (LoginRequiredMiddleware): an outage raised there would be a 500, as Django calls
+        ``process_exception`` only for the view's own exceptions."""
+        try:
+            request.user.is_authenticated  # noqa: B018 - the lazy user is loaded once, here
+        except OUTAGES as exception:
+            return self.process_exception(request, exception)
+        return None
+
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not isinstance(exception, OUTAGES) or _is_integrity_problem(exception):
             return None

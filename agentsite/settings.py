@@ -48,11 +48,11 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "agentsite.outages.OutageMiddleware",  # before the first use of request.user
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "agentsite.outages.OutageMiddleware",
 ]
 
 ROOT_URLCONF = "agentsite.urls"
@@ -96,12 +96,16 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Under ASGI, Django's documented choice: its connection pool instead of persistent
-    # connections (requests run in short-lived threads).
-    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+    # connections (requests run in short-lived threads). A request waits at most
+    # DB_POOL_TIMEOUT seconds for a connection: during an outage it answers 503 then,
+    # instead of hanging (every connection busy for that long is an outage to a user too).
+    options = DATABASES["default"].setdefault("OPTIONS", {})
+    options["pool"] = {
         "min_size": 2,
         "max_size": env.int("DB_POOL_SIZE", default=28),
-        "timeout": 30,
+        "timeout": env.float("DB_POOL_TIMEOUT", default=5.0),
     }
+    options.setdefault("connect_timeout", 5)  # libpq's: an unreachable host fails fast
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 else:
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # ASGI: no persistent server connections

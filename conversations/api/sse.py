@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -24,8 +25,10 @@ from conversations.api.auth import api_view
 from conversations.eventlog import REREAD_AFTER, read_through
 from conversations.models import Run, RunEvent
 from conversations.numbering import last_event_seq
-from conversations.runs.db import db
+from conversations.runs.db import DATABASE_OUTAGES, db
 from conversations.runs.publisher import Entry, conversation_group
+
+logger = logging.getLogger(__name__)
 
 HEARTBEAT_SECONDS = 15.0
 TERMINAL_CHANNELS = frozenset({"done", "error"})
@@ -119,7 +122,7 @@ async def event_stream(
     from the log once it is written; live ones at or below the last sent id are dropped.
     A frame the layer dropped (a full or expired channel) is filled the same way, or at
     the next idle heartbeat tick. Ends after a terminal event when no other run is
-    pending, unless ``follow``.
+    pending, unless ``follow``; ends early when the database becomes unreachable.
     """
     layer = get_channel_layer()
     group = conversation_group(conversation_id)
@@ -168,6 +171,12 @@ async def event_stream(
                     and not await db(_other_run_active)(conversation_id, run_id)
                 ):
                     return
+    except DATABASE_OUTAGES:
+        # Ended cleanly: the client reconnects with Last-Event-ID (and gets a 503 while
+        # the database is away), instead of a response that never ends.
+        logger.warning(
+            "event stream of conversation %s ended: database unreachable", conversation_id
+        )
     finally:
         receiving.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):  # the stream ends anyway

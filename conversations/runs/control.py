@@ -21,6 +21,7 @@ from typing import Any
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
+from django.db.models import Q
 from django.utils import timezone
 
 from conversations.models import Message, Run
@@ -235,12 +236,12 @@ def beat_and_read(run_ids: list[int]) -> dict[int, RunState]:
 
 
 def read_runs_state(run_ids: list[int]) -> dict[int, RunState]:
-    """For each run: whether a Stop was requested, and its follow-ups not yet delivered
-    (oldest first)."""
+    """For each run: whether it must stop (a Stop was requested, or it is no longer
+    running: a sweep reported it interrupted while its process could not reach the
+    database), and its follow-ups not yet delivered (oldest first)."""
     states: dict[int, RunState] = {run_id: (False, []) for run_id in run_ids}
-    for run_id in Run.objects.filter(pk__in=run_ids, cancel_requested=True).values_list(
-        "pk", flat=True
-    ):
+    must_stop = Q(cancel_requested=True) | ~Q(status=Run.Status.RUNNING)
+    for run_id in Run.objects.filter(must_stop, pk__in=run_ids).values_list("pk", flat=True):
         states[run_id] = (True, states[run_id][1])
     pending = (
         Message.objects.filter(run_id__in=run_ids, kind=Message.Kind.INJECT, delivered_at=None)

@@ -14,7 +14,9 @@ failed.
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -23,9 +25,10 @@ from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import InterfaceError, OperationalError, close_old_connections
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 # A connection idle this long is checked (its age, its health) before its next use.
 RECHECK_AFTER_IDLE_SECONDS = 5.0
@@ -64,3 +67,25 @@ def _on_thread(
             _thread.last_used = time.monotonic()
 
     return sync_to_async(call, thread_sensitive=False, executor=executor)
+
+
+DATABASE_OUTAGES = (OperationalError, InterfaceError)
+
+
+async def patiently(
+    call: Callable[[], Awaitable[T]], *, patience: float = 30.0, what: str = "a database write"
+) -> T:
+    """``call()``, tried again while the database is unreachable, for up to ``patience``
+    seconds: a run's last write (its answer) should outlast a database restart rather
+    than lose what the user just read."""
+    deadline = time.monotonic() + patience
+    delay = 0.25
+    while True:
+        try:
+            return await call()
+        except DATABASE_OUTAGES:
+            if time.monotonic() + delay > deadline:
+                raise
+            logger.warning("%s failed (database unreachable): trying again in %.1fs", what, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)

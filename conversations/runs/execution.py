@@ -8,6 +8,7 @@ access is a short call on a database thread.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from conversations import compaction
 from conversations.models import Message, Run
 from conversations.runs import lifecycle
 from conversations.runs.control import RunControl, read_runs_state
-from conversations.runs.db import db
+from conversations.runs.db import db, patiently
 from conversations.runs.publisher import RunPublisher
 from engine import AgentResult, CancelledRun, CancelToken, InterruptQueue, LLMError, ReActAgent
 from engine.events import AgentEvent, Compact, Done, ErrorEvent, Inject
@@ -90,6 +91,7 @@ class RunExecution:
         self.started = time.perf_counter()
         self.deadline_reached = False
         self.error_detail = ""  # the technical cause of a failure, for admins
+        self.swept = False  # reported interrupted by a sweep before it could close
 
     async def execute(self) -> RunOutcome:
         # Wake-ups are received before the claim: a Stop or follow-up saved from now on
@@ -259,7 +261,8 @@ class RunExecution:
         try:
             await publisher.close()
             entry = await publisher.reserve(done.channel, done.to_dict())
-            message, self.followup = await db(_close_with_answer)(
+            closing = functools.partial(
+                db(_close_with_answer),
                 run=setup.run,
                 model=setup.model,
                 answer=done.answer,
@@ -267,6 +270,13 @@ class RunExecution:
                 events=[entry],
                 taken_in=self.inject_ids[: self.taken_in],
             )
+            message, self.followup = await patiently(closing, what=f"saving run {self.run_id}")
+        except lifecycle.RunSwept:
+            logger.warning("run %s was reported interrupted meanwhile: answer dropped", self.run_id)
+            if entry is not None:
+                publisher.release(entry)
+            self.swept = True
+            return
         except Exception:
             logger.exception("run %s could not save its answer", self.run_id)
             if entry is not None:
@@ -284,6 +294,9 @@ class RunExecution:
         announce the run answering its left-over follow-ups."""
         publisher, setup = self.publisher, self.setup
         assert publisher is not None and setup is not None
+        if self.swept:  # the sweep reported how it ended, and kept what the log held
+            await publisher.close()
+            return
         kept = publisher.view.answer_text  # saved as the incomplete answer below
         ended = _report(status, error, kept, answered=self.answered)
         if self.answered:  # closed with its answer already: only the report is left
@@ -302,21 +315,28 @@ class RunExecution:
             except Exception:  # the run is closed below all the same
                 logger.exception("run %s could not log how it ended", self.run_id)
             result = self.result
+            closing = functools.partial(
+                db(lifecycle.run_close_unanswered),
+                run=setup.run,
+                model=setup.model,
+                taken_in=self.inject_ids[: self.taken_in],
+                # What the page showed of an answer stopped or broken off mid-stream.
+                partial_answer=kept,
+                events=[entry] if entry is not None else [],
+                status=status,
+                error=error,
+                error_detail=self.error_detail,
+                iterations=result.iterations if result is not None else 0,
+                usage=result.usage.to_dict() if result is not None else {},
+                elapsed=time.perf_counter() - self.started,
+            )
             try:
-                self.followup = await db(lifecycle.run_close_unanswered)(
-                    run=setup.run,
-                    model=setup.model,
-                    taken_in=self.inject_ids[: self.taken_in],
-                    # What the page showed of an answer stopped or broken off mid-stream.
-                    partial_answer=kept,
-                    events=[entry] if entry is not None else [],
-                    status=status,
-                    error=error,
-                    error_detail=self.error_detail,
-                    iterations=result.iterations if result is not None else 0,
-                    usage=result.usage.to_dict() if result is not None else {},
-                    elapsed=time.perf_counter() - self.started,
-                )
+                self.followup = await patiently(closing, what=f"closing run {self.run_id}")
+            except lifecycle.RunSwept:
+                logger.warning("run %s was reported interrupted meanwhile", self.run_id)
+                if entry is not None:
+                    publisher.release(entry)
+                return
             except BaseException:
                 if entry is not None:
                     publisher.release(entry)

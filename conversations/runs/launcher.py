@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from django.conf import settings
 from kombu.exceptions import OperationalError as BrokerError
@@ -78,12 +79,21 @@ def stop_sweeping() -> None:
 
 
 async def _sweep_periodically() -> None:
-    sweep = db(lifecycle.run_sweep_stale)
+    """Sweep once the database has answered for a whole stale period, and again after
+    each outage: while it was unreachable, live runs could not write their heartbeats
+    either, and must get a stale period to write one before they are judged dead."""
+    sweep, check = db(lifecycle.run_sweep_stale), db(lifecycle.database_check)
+    reachable_since: float | None = None
     while True:
         try:
-            await sweep()
+            await check()
+            now = time.monotonic()
+            reachable_since = now if reachable_since is None else reachable_since
+            if now - reachable_since >= lifecycle.stale_heartbeat().total_seconds():
+                await sweep()
         except Exception:  # keep sweeping; one database hiccup is not fatal
             logger.exception("periodic sweep of stale runs failed")
+            reachable_since = None
         await asyncio.sleep(_sweep_period() or 5.0)
 
 

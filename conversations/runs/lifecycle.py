@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from conversations.models import Conversation, Message, Run
@@ -41,6 +41,12 @@ QUEUE_UNREACHABLE = (
     "The answer could not be started: the task queue is not answering. "
     "Your message is saved; press Retry in a moment."
 )
+
+
+class RunSwept(Exception):
+    """The run was reported interrupted (its heartbeat stopped, e.g. while its process
+    could not reach the database) before it could close: its late result is dropped, as
+    the report told the user the run had ended."""
 
 
 CLAIMED_FIELDS = (
@@ -169,7 +175,7 @@ def _close(
     follow-up posted meanwhile either committed before the query below, or sees this run
     closed and starts its own.
     """
-    Run.objects.filter(pk=run.pk).update(
+    updated = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
         status=status,
         error=error if status != Run.Status.SUCCEEDED else "",
         error_detail=error_detail,
@@ -178,6 +184,8 @@ def _close(
         elapsed=elapsed,
         finished_at=timezone.now(),
     )
+    if not updated:  # rolls back the answer and events saved with the close
+        raise RunSwept(run.pk)
     if usage and model is not None:
         from llms.services import usage_record
 
@@ -258,6 +266,12 @@ def run_fail_unstarted(run_id: int, reason: str = COULD_NOT_START) -> None:
 
 
 # ---------------------------------------------------------------------------- sweep
+
+
+def database_check() -> None:
+    """Raise if the database does not answer (the sweeper's judgement depends on it)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
 
 
 def stale_heartbeat() -> timedelta:

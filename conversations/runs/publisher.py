@@ -37,7 +37,7 @@ from conversations.numbering import (
 )
 from conversations.rendering import RunView, build_run_view
 from conversations.runs import loops
-from conversations.runs.db import db, log_db
+from conversations.runs.db import db, log_db, patiently
 from engine.events import AgentEvent, AnswerDelta, ErrorEvent, IterationDone
 from engine.loops import PerLoop
 
@@ -148,9 +148,10 @@ class RunPublisher:
         await writer().write([self])
 
     async def close(self) -> None:
-        """Send the pending answer text and write every event not yet in the log."""
+        """Send the pending answer text and write every event not yet in the log (waiting
+        out a short database outage: these are the run's last events)."""
         await self.drain()
-        await self.flush()
+        await patiently(self.flush, what=f"writing the events of run {self.run_id}")
 
     async def drain(self) -> None:
         """Send the answer text held back, and wait until the delta sender is done."""

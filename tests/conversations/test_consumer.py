@@ -318,6 +318,7 @@ async def test_the_server_reports_a_dead_run_without_a_page_load(user, setup_run
     """A run whose process died is reported by the server's own periodic sweep: no page
     load, no post, no worker needed (an API client or an open socket sees it)."""
     settings.AGENTSITE_RUN_SWEEP_SECONDS = 0.1
+    settings.AGENTSITE_RUN_STALE_SECONDS = 0.5  # it judges once the database answered so long
     request = HttpCommunicator(application, "GET", "/api/models")  # any request to the app
     assert (await request.get_response())["status"] == 401
     conversation, run = await sync_to_async(setup_run)()

@@ -288,7 +288,8 @@ async def test_one_of_two_servers_killed_its_clients_go_on_on_the_other(tmp_path
 
 async def test_a_postgresql_restart_mid_run_loses_nothing(tmp_path) -> None:
     """The database restarts (fast shutdown) while an answer streams: the run finishes or
-    ends honestly, nothing stored is lost, the conversation goes on."""
+    ends honestly, nothing stored is lost, the conversation goes on. While it is down, a
+    message post and an API read answer a clear 503 (nothing half-saved)."""
     marker = f"POSTGRES-{secrets.token_hex(3)}"
     with running_stack(mode="team", private_postgres=True, extra_env=FAST_SWEEP) as stack:
         stack.script(rules=[slow_answer(f"{marker}: long"), quick_answer(marker, "Again.")])
@@ -299,6 +300,13 @@ async def test_a_postgresql_restart_mid_run_loses_nothing(tmp_path) -> None:
                 await browser.send(conversation_id, f"{marker}: long")
                 await words_shown(stream, 10, stack)
                 stack.postgres.stop()
+                down = await browser.post(
+                    f"/c/{conversation_id}/messages/", {"content": f"{marker}: lost?"}
+                )
+                assert down.status_code == 503 and down.headers["HX-Reswap"] == "none"
+                assert "Nothing you typed was lost" in down.text  # and the composer keeps it
+                api = await browser.http.get(f"/api/conversations/{conversation_id}")
+                assert api.status_code == 503 and "briefly unavailable" in api.json()["error"]
                 stack.restart_postgres()
                 await run_ended(stream, 1, stack)
                 await browser.send(conversation_id, f"{marker}: again")

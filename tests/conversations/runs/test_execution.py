@@ -491,6 +491,30 @@ async def test_the_sweep_turns_a_dead_runs_waiting_follow_up_into_a_plain_messag
     assert f'id="inject-{followup.pk}"' not in page and f'id="msg-{followup.pk}"' in page
 
 
+async def test_a_run_reported_interrupted_while_alive_drops_its_late_answer(
+    user, chat_model, llm_server, no_launch
+):
+    """Its process could not heartbeat (say, the database was away) and a sweep reported
+    it interrupted: when it then finishes, what the user was told stands. No answer is
+    saved over the report, no done event follows it."""
+    llm_server.push("Done.", {"chunks": ["Late ", "answer"], "after_release": "answer"})
+    conversation = await sync_to_async(services.conversation_create)(owner=user)
+    _, run, _ = await sync_to_async(post)(conversation, user, "tell me")
+    running = asyncio.ensure_future(execute(run.pk))
+    assert await asyncio.to_thread(llm_server.wait_for_requests, 2, 10)  # the answer waits
+    await Run.objects.filter(pk=run.pk).aupdate(heartbeat_at=timezone.now() - timedelta(hours=1))
+    assert await sync_to_async(lifecycle.run_sweep_stale)() == 1
+
+    llm_server.release("answer")
+    await asyncio.wait_for(running, 10)
+
+    run = await Run.objects.aget(pk=run.pk)
+    assert run.status == "failed" and "interrupted" in run.error
+    assert not await Message.objects.filter(run=run, role=Message.Role.ASSISTANT).aexists()
+    channels = [e.channel async for e in RunEvent.objects.filter(run=run).order_by("seq")]
+    assert "done" not in channels and channels[-1] == "error"
+
+
 async def test_an_answer_whose_stream_breaks_off_is_saved_incomplete_with_a_retry(
     user, chat_model, llm_server, no_launch, client
 ):
