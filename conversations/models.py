@@ -144,6 +144,38 @@ class RunEvent(models.Model):
         return f"{self.channel}#{self.seq}"
 
 
+class ToolApproval(models.Model):
+    """The user's decision on a tool call that waits for approval (the run's
+    ``approval`` events show it; this row is what the decision endpoints and the run read)."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        DENIED = "denied"
+        EXPIRED = "expired"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")
+    call_id = models.CharField(max_length=200)
+    tool_name = models.CharField(max_length=200)
+    tool_args = models.JSONField(default=dict)
+    reason = models.TextField(blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "call_id"], name="one_approval_per_call")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} ({self.status})"
+
+
 class APIToken(models.Model):
     """A personal API token. Only its SHA-256 is stored: the plaintext is shown once.
 

@@ -94,7 +94,7 @@ class FollowupMessage:
 class StepItem:
     """An entry of the steps area, in event order."""
 
-    kind: str  # card | thought | inject | compact
+    kind: str  # card | thought | inject | compact | approval
     card: ToolCard | None = None
     text: str = ""
     dom_id: str = ""
@@ -256,6 +256,47 @@ class RunView:
             return ""
         # Replaces the "sent" item the POST response showed, or appends when absent.
         return _partial("inject-item", {"item": item, "view": self, "oob": True})
+
+    def _on_approval(self, payload: dict[str, Any], render: bool) -> str:
+        """A tool call waiting for the user's approval: an Approve / Deny card in the steps,
+        updated in place with the decision."""
+        call_id = str(payload.get("call_id", ""))
+        if payload.get("status") == "requested":
+            item = StepItem(
+                kind="approval",
+                dom_id=f"approval-{self.run_id}-{len(self.items)}",
+                extra={
+                    "call_id": call_id,
+                    "tool_name": payload.get("tool_name", ""),
+                    "tool_args": payload.get("tool_args") or {},
+                    "reason": payload.get("reason", ""),
+                    "status": "requested",
+                },
+            )
+            self.items.append(item)
+            frame = self._append(item, render)
+            return frame + self._status(
+                f"Waiting for your approval of {item.extra['tool_name']}…", render
+            )
+        item = next(
+            (
+                i
+                for i in reversed(self.items)
+                if i.kind == "approval" and i.extra["call_id"] == call_id
+            ),
+            None,
+        )
+        if item is None:
+            return ""
+        item.extra["status"] = payload.get("status", "")
+        if not render:
+            return ""
+        return _partial("approval-item", {"item": item, "view": self, "oob": True})
+
+    def approval_item(self, call_id: str) -> StepItem | None:
+        return next(
+            (i for i in self.items if i.kind == "approval" and i.extra["call_id"] == call_id), None
+        )
 
     def _on_compact(self, payload: dict[str, Any], render: bool) -> str:
         item = StepItem(

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agentsite.errors import ApplicationError
-from conversations.models import Conversation, Message, Run
+from conversations.models import Conversation, Message, Run, RunEvent, ToolApproval
 from conversations.numbering import next_message_seq
 from conversations.runs import control, launcher, lifecycle
 from conversations.runs.publisher import publish_events_sync
@@ -248,6 +248,54 @@ def _report_stopped(run_id: int) -> None:
     if unanswered is not None:
         events.append(unanswered)
     publish_events_sync(run=run, events=events)
+
+
+def approval_decide(*, run: Run, call_id: str, user, approve: bool) -> ToolApproval:
+    """The user's decision on a tool call of ``run`` waiting for approval; the run hears
+    of it at once (a wake-up after the commit) or at its next heartbeat."""
+    requested = (
+        RunEvent.objects.filter(
+            run=run, channel="approval", payload__status="requested", payload__call_id=call_id
+        )
+        .values_list("payload", flat=True)
+        .first()
+    )
+    if requested is None:
+        raise ApplicationError("There is no such approval request.", code="not_found")
+    if run.status not in Run.ACTIVE_STATUSES:
+        raise ApplicationError("This run has ended: the request is closed.", code="conflict")
+    status = ToolApproval.Status.APPROVED if approve else ToolApproval.Status.DENIED
+    now = timezone.now()
+    with transaction.atomic():
+        # The run may not have saved its row yet (the card shows as its event is sent).
+        approval, created = ToolApproval.objects.get_or_create(
+            run=run,
+            call_id=call_id,
+            defaults={
+                "tool_name": requested.get("tool_name", ""),
+                "tool_args": requested.get("tool_args") or {},
+                "reason": requested.get("reason", ""),
+                "status": status,
+                "decided_by": user,
+                "decided_at": now,
+            },
+        )
+        decided = created and approval.status == status
+        if not created:
+            decided = bool(
+                ToolApproval.objects.filter(
+                    pk=approval.pk, status=ToolApproval.Status.PENDING
+                ).update(status=status, decided_by=user, decided_at=now)
+            )
+        if not decided:
+            approval.refresh_from_db(fields=["status"])
+            raise ApplicationError(
+                f"This request was already answered ({approval.get_status_display().lower()}).",
+                code="conflict",
+            )
+        approval.status = status
+        transaction.on_commit(lambda: control.send_approval(run.pk, call_id, status))
+    return approval
 
 
 def message_set_pinned(*, message: Message, pinned: bool) -> Message:

@@ -17,6 +17,7 @@ urlpatterns = [
     path("c/<int:conversation_id>/model/", views.conversation_model, name="conversation_model"),
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/retry/", views.run_retry, name="run_retry"),
+    path("runs/<int:run_id>/approvals/<str:call_id>/", views.run_approval, name="run_approval"),
     path("runs/<int:run_id>/summary/", views.run_summary, name="run_summary"),
     path("runs/<int:run_id>/artifacts/", views.run_artifacts, name="run_artifacts"),
     path("m/<int:message_id>/pin/", views.message_pin, name="message_pin"),

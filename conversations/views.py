@@ -6,7 +6,7 @@ Full pages on plain requests; named partials (``"page.html#partial"``) for htmx 
 from __future__ import annotations
 
 from django.contrib import messages as flash
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -105,6 +105,29 @@ def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
     html = render_run_block(RunView(run_id=retry.pk), retry, with_next_slot=True)
     html += render_to_string(f"{PARTIALS}#form-error", {"error": ""}, request)
     return HttpResponse(html)
+
+
+@require_POST
+def run_approval(request: HttpRequest, run_id: int, call_id: str) -> HttpResponse:
+    """Approve or deny a tool call; answers the card as it now stands."""
+    run = selectors.run_get(user=request.user, run_id=run_id)
+    decision = request.POST.get("decision", "")
+    if decision not in ("approve", "deny"):
+        return _form_error(request, "Choose Approve or Deny.")
+    try:
+        approval = services.approval_decide(
+            run=run, call_id=call_id, user=request.user, approve=decision == "approve"
+        )
+    except ApplicationError as exc:
+        if exc.code == "not_found":
+            raise Http404(exc.message) from exc
+        return _form_error(request, exc.message, status=409)
+    view = selectors.run_view(run=run)
+    item = view.approval_item(call_id)
+    if item is None:
+        raise Http404("There is no such approval request.")
+    item.extra["status"] = approval.status
+    return render(request, f"{PARTIALS}#approval-item", {"item": item, "view": view})
 
 
 @require_POST

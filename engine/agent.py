@@ -30,11 +30,13 @@ from engine import answer as answer_phase
 from engine import prompts
 from engine.actions import ACTION_FORMAT_NAME, action_schema, parse_action
 from engine.answer import CANCELLED, SUCCEEDED
+from engine.approval import APPROVED, ApprovalRequest, Approver, refusal
 from engine.cancel import CancelledRun, CancelToken, run_cancellable
 from engine.errors import AgentPaused, ErrorTracker
 from engine.events import (
     AgentEvent,
     AnswerSignal,
+    Approval,
     Inject,
     IterationDone,
     IterationStart,
@@ -179,6 +181,7 @@ class ReActAgent:
         selection_llm: LLM | None = None,
         tool_timeout: float | None = None,
         max_answer_tokens: int | None = None,
+        approver: Approver | None = None,
     ) -> None:
         if max_iterations < 1:
             raise ValueError("max_iterations must be at least 1")
@@ -194,6 +197,7 @@ class ReActAgent:
         self.selection_llm = selection_llm
         self.tool_timeout = tool_timeout
         self.max_answer_tokens = max_answer_tokens
+        self.approver = approver
 
     @property
     def _native_mode_active(self) -> bool:
@@ -435,7 +439,8 @@ class ReActAgent:
                     observation_override=prompts.repeated_call_warning(call.name),
                 )
             else:
-                outcome = await self._execute(run.tools, call)
+                call_id = call.id or f"{iteration}.{k}"
+                outcome = await self._execute(run.tools, call, call_id)
             outcomes[k] = outcome
             if k:
                 await emitted[k - 1].wait()
@@ -523,9 +528,9 @@ class ReActAgent:
             run.last_call, run.last_call_count = key, 1
         return run.last_call_count > MAX_IDENTICAL_CALLS
 
-    async def _execute(self, tools: ToolRegistry, call: ToolCall) -> _Outcome:
-        """Invoke one tool; every failure becomes an error outcome, never an exception."""
-        started = time.perf_counter()
+    async def _execute(self, tools: ToolRegistry, call: ToolCall, call_id: str) -> _Outcome:
+        """Invoke one tool (after the user's approval, if it needs it); every failure
+        becomes an error outcome, never an exception."""
         tool = tools.get(call.name)
         if tool is None:
             available = ", ".join(tools.names()) or "none"
@@ -534,6 +539,14 @@ class ReActAgent:
                 error=f"Unknown tool '{call.name}'. Available tools: {available}",
                 error_type="UnknownToolError",
             )
+        reason = tool.confirmation_reason(call.arguments)
+        if reason is not None and tool.validation_error(call.arguments) is None:
+            decision = await self._ask_approval(
+                ApprovalRequest(call_id, tool.name, call.arguments, reason)
+            )
+            if decision != APPROVED:
+                return _Outcome(None, refusal(decision), "NotApproved")
+        started = time.perf_counter()  # the tool's time, not the user's
         logger.debug("tool %s called with %r", call.name, call.arguments)
         try:
             result = await self._invoke(tool, call.arguments)
@@ -559,6 +572,18 @@ class ReActAgent:
             outcome.elapsed,
         )
         return outcome
+
+    async def _ask_approval(self, request: ApprovalRequest) -> str | None:
+        """The user's decision on a call (None: there is nobody to ask)."""
+        if self.approver is None:
+            return None
+        await self._emit(
+            Approval("requested", request.call_id, request.tool_name, request.tool_args,
+                     request.reason)
+        )  # fmt: skip
+        decision = await self.approver(request)
+        await self._emit(Approval(decision, request.call_id))
+        return decision
 
     async def _invoke(self, tool: Tool, arguments: dict[str, Any]) -> ToolResult:
         if self.tool_timeout is None:

@@ -99,6 +99,30 @@ class IterationDone(AgentEvent):
 
 
 @dataclass
+class Approval(AgentEvent):
+    """A tool call waiting for the user's approval (``requested``), then the decision
+    (``approved``, ``denied`` or ``expired``)."""
+
+    status: str
+    call_id: str
+    tool_name: str = ""
+    tool_args: dict[str, Any] | None = None
+    reason: str = ""
+    channel: ClassVar[str] = "approval"
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.status == "requested":
+            return {
+                "status": self.status,
+                "call_id": self.call_id,
+                "tool_name": self.tool_name,
+                "tool_args": self.tool_args or {},
+                "reason": self.reason,
+            }
+        return {"status": self.status, "call_id": self.call_id}
+
+
+@dataclass
 class AnswerSignal(AgentEvent):
     channel: ClassVar[str] = "step"
 
@@ -236,6 +260,14 @@ def event_from_dict(channel: str, payload: dict[str, Any]) -> AgentEvent:
         return Phase(payload["phase"], extra)
     if channel == "inject":
         return Inject(payload.get("content", ""))
+    if channel == "approval":
+        return Approval(
+            payload["status"],
+            payload["call_id"],
+            payload.get("tool_name", ""),
+            payload.get("tool_args"),
+            payload.get("reason", ""),
+        )
     if channel == "done":
         return Done(
             payload.get("answer", ""),

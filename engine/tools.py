@@ -19,6 +19,8 @@ from typing import Any
 
 import jsonschema
 
+from engine.approval import ALWAYS_REASON
+
 __all__ = [
     "Artifact",
     "Tool",
@@ -82,7 +84,17 @@ class Tool:
     parameters: dict[str, Any]
     func: Callable[..., Any]
     timeout: float = DEFAULT_TOOL_TIMEOUT
-    requires_confirmation: bool = False
+    requires_confirmation: bool = False  # every call waits for the user's approval
+    # Per call: why this call needs approval (e.g. a non-GET request), or None.
+    confirm_if: Callable[[dict[str, Any]], str | None] | None = None
+
+    def confirmation_reason(self, arguments: dict[str, Any]) -> str | None:
+        """Why this call must wait for the user's approval, or None if it need not."""
+        if self.confirm_if is not None:
+            reason = self.confirm_if(arguments)
+            if reason:
+                return reason
+        return ALWAYS_REASON if self.requires_confirmation else None
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("_", "").replace("-", "").isalnum():

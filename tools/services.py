@@ -3,19 +3,13 @@
 The tools handed to a run are: registered in code (:mod:`tools.registry`) ∩ enabled in
 the admin ∩ allowed for the user's groups, each built from its validated configuration.
 
-Confirmation enforcement point: a tool whose row says ``requires_confirmation`` is wrapped
-here (:func:`guard_confirmation`) so that, unless the run's ``ToolContext.extra`` lists
-its name in ``confirmed_tools``, calling it returns an error observation instead of
-running it. The engine stays unaware; a confirmation UI only has to fill
-``confirmed_tools`` (it is read at call time, so it may be filled mid-run).
+A tool whose row says ``requires_confirmation`` is marked so: the run's loop then asks the
+user to approve each of its calls before running it (:mod:`engine.approval`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import functools
-import inspect
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -23,7 +17,7 @@ from typing import Any
 from django.db import transaction
 
 from agentsite.errors import ApplicationError
-from engine import Tool, ToolRegistry, ToolResult
+from engine import Tool, ToolRegistry
 from llms import configcache
 from tools.models import ToolConfig
 from tools.models.config import config_schema_errors, secret_keys
@@ -31,9 +25,7 @@ from tools.registry import ToolContext, all_specs, get_spec
 from tools.selectors import toolconfigs_for_user
 
 __all__ = [
-    "CONFIRMATION_REQUIRED_MESSAGE",
     "ToolRows",
-    "guard_confirmation",
     "tool_rows_for_user",
     "toolconfig_sync",
     "toolconfig_update",
@@ -43,9 +35,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-CONFIRMATION_REQUIRED_MESSAGE = (
-    "This tool requires the user's confirmation, which is not available yet."
-)
 _UNSET: Any = object()
 
 
@@ -115,30 +104,14 @@ def toolconfig_update(
     return toolconfig
 
 
-def guard_confirmation(tool: Tool, context: ToolContext) -> Tool:
-    """``tool`` marked as needing confirmation, refusing to run until it is confirmed."""
-    original = tool.func
-    name = tool.name
-
-    async def guarded(**arguments: Any) -> Any:
-        if name not in set(context.extra.get("confirmed_tools") or ()):
-            return ToolResult(CONFIRMATION_REQUIRED_MESSAGE, is_error=True)
-        if inspect.iscoroutinefunction(original):
-            return await original(**arguments)
-        return await asyncio.to_thread(functools.partial(original, **arguments))
-
-    return dataclasses.replace(tool, func=guarded, requires_confirmation=True)
-
-
 def _configured(tool: Tool, row: ToolConfig, *, single: bool, context: ToolContext) -> Tool:
     override = row.description_override.strip()
     # A spec that builds several tools (an MCP server) only gets its own-named tool renamed.
     if override and (single or tool.name == row.name):
         tool = dataclasses.replace(tool, description=override)
-    if row.requires_confirmation:
-        tool = guard_confirmation(tool, context)
-    elif tool.requires_confirmation:  # the admin's flag is the one that counts
-        tool = dataclasses.replace(tool, requires_confirmation=False)
+    # The admin's flag is the one that counts (the spec's is only the row's default).
+    if tool.requires_confirmation != row.requires_confirmation:
+        tool = dataclasses.replace(tool, requires_confirmation=row.requires_confirmation)
     return tool
 
 

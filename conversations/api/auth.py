@@ -48,8 +48,11 @@ def json_error(
 
 
 def error_from_exception(exc: ApplicationError) -> JsonResponse:
-    status = 413 if exc.code == "too_large" else 400
+    status = ERROR_STATUSES.get(exc.code, 400)
     return json_error(status, exc.message, fields=exc.extra or {})
+
+
+ERROR_STATUSES = {"too_large": 413, "not_found": 404, "conflict": 409}
 
 
 def _unauthorized(message: str) -> JsonResponse:

@@ -209,6 +209,9 @@ sequence number), `event:` (the protocol channel) and `data:` (the JSON payload)
   when a run reached its time limit mid-answer); `answer` is the partial answer kept
   (`""` if none), which replaces what the deltas assembled
 - `unanswered` also follows the `error` of a run interrupted by a crash
+- `approval`: `{status:"requested", call_id, tool_name, tool_args, reason}` when a tool
+  call waits for your approval (answer with `POST /api/runs/{run_id}/approvals/{call_id}`),
+  then `{status, call_id}` with `approved`, `denied` or `expired` (no answer in time)
 - `followup`: `{run_id, messages: [{id, content, pinned}]}`, after a run's `done` or
   `error`: follow-ups that reached it too late (e.g. while it wrote its answer) became
   the questions of the new run `run_id`, whose events follow
@@ -408,6 +411,52 @@ def _paths() -> dict[str, Any]:
                 },
             },
         },
+        "/api/runs/{run_id}/approvals/{call_id}": {
+            "parameters": [
+                _id_param("run_id", "run"),
+                {
+                    "name": "call_id",
+                    "in": "path",
+                    "required": True,
+                    "schema": {"type": "string"},
+                    "description": "The `call_id` of the run's `approval` event.",
+                },
+            ],
+            "post": {
+                "summary": "Approve or deny a tool call waiting for your approval",
+                "description": "The run resumes with the tool's result (approved) or with "
+                "the refusal as the call's observation (denied).",
+                "operationId": "decideApproval",
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["approve"],
+                                "properties": {"approve": {"type": "boolean"}},
+                            }
+                        }
+                    },
+                },
+                "responses": {
+                    "200": _json(
+                        {
+                            "type": "object",
+                            "properties": {
+                                "call_id": {"type": "string"},
+                                "status": {"type": "string", "enum": ["approved", "denied"]},
+                            },
+                        },
+                        "Decided.",
+                    ),
+                    "400": _error("BadRequest"),
+                    "404": _error("NotFound"),
+                    "409": _error("Conflict"),
+                    **auth_errors,
+                },
+            },
+        },
         "/api/messages/{message_id}/pin": {
             "parameters": [_id_param("message_id", "message")],
             "post": {
@@ -503,6 +552,7 @@ def openapi_document() -> dict[str, Any]:
                 "BadRequest": _json(error, "Invalid input; `fields` says what to fix."),
                 "Unauthorized": _json(error, "Missing, wrong or revoked credentials."),
                 "NotFound": _json(error, "No such object among yours."),
+                "Conflict": _json(error, "Already decided, or the run has ended."),
                 "TooLarge": _json(error, "The message or request body is over the limit."),
                 "TooManyRequests": {
                     **_json(error, "Rate limited."),

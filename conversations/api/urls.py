@@ -21,6 +21,11 @@ urlpatterns = [
     ),
     path("runs/<int:run_id>/cancel", views.run_cancel, name="api_run_cancel"),
     path("runs/<int:run_id>/retry", views.run_retry, name="api_run_retry"),
+    path(
+        "runs/<int:run_id>/approvals/<str:call_id>",
+        views.run_approval,
+        name="api_run_approval",
+    ),
     path("messages/<int:message_id>/pin", views.message_pin, name="api_message_pin"),
     path("messages/<int:message_id>/unpin", views.message_unpin, name="api_message_unpin"),
     path("models", views.model_list, name="api_models"),

@@ -307,6 +307,21 @@ def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
 
 
 @api_view("POST")
+def run_approval(request: HttpRequest, run_id: int, call_id: str) -> HttpResponse:
+    """``{"approve": true|false}``: the decision on a tool call waiting for approval."""
+    run = selectors.run_get(user=request.user, run_id=run_id)
+    approve = _json_body(request).get("approve")
+    if not isinstance(approve, bool):
+        raise ApplicationError(
+            "Say whether you approve the call.", extra={"approve": ["Must be true or false."]}
+        )
+    approval = services.approval_decide(
+        run=run, call_id=call_id, user=request.user, approve=approve
+    )
+    return JsonResponse({"call_id": approval.call_id, "status": approval.status})
+
+
+@api_view("POST")
 def message_pin(request: HttpRequest, message_id: int) -> HttpResponse:
     message = selectors.message_get(user=request.user, message_id=message_id)
     return JsonResponse(message_out(services.message_set_pinned(message=message, pinned=True)))

@@ -24,7 +24,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from conversations.models import Message, Run
+from conversations.models import Message, Run, ToolApproval
 from conversations.runs import loops
 from conversations.runs.db import db
 from engine import CancelToken
@@ -56,6 +56,11 @@ def send_cancel(run_id: int) -> None:
 def send_followup(run_id: int, message_id: int, content: str) -> None:
     """Hand the run a follow-up that was saved (call after the commit)."""
     _send(run_id, {"action": "followup", "message_id": message_id, "content": content})
+
+
+def send_approval(run_id: int, call_id: str, status: str) -> None:
+    """Tell the run the user decided on a tool call waiting for approval (after the commit)."""
+    _send(run_id, {"action": "approval", "call_id": call_id, "status": status})
 
 
 def _send(run_id: int, message: dict[str, Any]) -> None:
@@ -96,6 +101,7 @@ class RunControl:
         self._followups: list[tuple[int, str]] = []
         self._delivering: asyncio.Task[None] | None = None
         self._delivered: set[int] = set()
+        self._approvals: dict[str, asyncio.Future[str]] = {}  # call id -> the decision
 
     async def start(self) -> None:
         """Receive wake-ups from now on (before the run is claimed: none is missed)."""
@@ -120,6 +126,27 @@ class RunControl:
             self.token.cancel()
         elif message.get("action") == "followup":
             self._queue_followups([(int(message["message_id"]), str(message["content"]))])
+        elif message.get("action") == "approval":
+            self.apply_decisions({str(message["call_id"]): str(message["status"])})
+
+    def expect_approval(self, call_id: str) -> asyncio.Future[str]:
+        """The future the decision on ``call_id`` will resolve (create it before the row
+        is saved: a decision made at once is not missed)."""
+        return self._approvals.setdefault(call_id, asyncio.get_running_loop().create_future())
+
+    def forget_approval(self, call_id: str) -> None:
+        self._approvals.pop(call_id, None)
+
+    @property
+    def waiting_approvals(self) -> list[str]:
+        return [call_id for call_id, future in self._approvals.items() if not future.done()]
+
+    def apply_decisions(self, decisions: dict[str, str]) -> None:
+        """Decisions on calls waiting for approval, from a wake-up or the rows."""
+        for call_id, status in decisions.items():
+            future = self._approvals.get(call_id)
+            if future is not None and not future.done():
+                future.set_result(status)
 
     def apply_state(self, cancel: bool, pending: list[tuple[int, str]]) -> None:
         """Apply a Stop and undelivered follow-ups read from the rows (on the run's loop)."""
@@ -214,6 +241,26 @@ class LoopControl:
                 control = self.runs.get(run_id)
                 if control is not None:
                     control.apply_state(*state)
+            await self._read_decisions()
+
+    async def _read_decisions(self) -> None:
+        """The fallback for a lost approval wake-up (one query, only while a call waits)."""
+        waiting = {
+            run_id: control.waiting_approvals
+            for run_id, control in self.runs.items()
+            if control.waiting_approvals
+        }
+        if not waiting:
+            return
+        try:
+            decided = await db(read_decisions)(list(waiting))
+        except Exception:
+            logger.warning("reading approval decisions failed", exc_info=True)
+            return
+        for run_id, decisions in decided.items():
+            control = self.runs.get(run_id)
+            if control is not None:
+                control.apply_decisions(decisions)
 
 
 _loop_controls: PerLoop[LoopControl] = PerLoop(LoopControl)
@@ -251,6 +298,19 @@ def read_runs_state(run_ids: list[int]) -> dict[int, RunState]:
     for run_id, message_id, content in pending:
         states[run_id][1].append((message_id, content))
     return states
+
+
+def read_decisions(run_ids: list[int]) -> dict[int, dict[str, str]]:
+    """The decided approvals of these runs: run id -> call id -> status."""
+    decided: dict[int, dict[str, str]] = {}
+    rows = (
+        ToolApproval.objects.filter(run_id__in=run_ids)
+        .exclude(status=ToolApproval.Status.PENDING)
+        .values_list("run_id", "call_id", "status")
+    )
+    for run_id, call_id, status in rows:
+        decided.setdefault(run_id, {})[call_id] = status
+    return decided
 
 
 def mark_followup_delivered(run_id: int, message_id: int) -> bool:

@@ -19,6 +19,7 @@ from django.conf import settings
 from conversations import compaction
 from conversations.models import Message, Run
 from conversations.runs import lifecycle
+from conversations.runs.approvals import RunApprover
 from conversations.runs.control import RunControl, read_runs_state
 from conversations.runs.db import db, patiently
 from conversations.runs.publisher import RunPublisher
@@ -209,6 +210,7 @@ class RunExecution:
                 cancel=self.token,
                 context_guard=guard,
                 max_answer_tokens=setup.model.max_output_tokens,
+                approver=RunApprover(self.run_id, self.control),
             )
             self.result = await agent.run(setup.query, loaded.messages)
             if self.result.status in (Run.Status.SUCCEEDED, Run.Status.PAUSED):

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from conversations.models import Conversation, Message, Run
 from conversations.numbering import last_event_seq_of, next_message_seq, reserve_event_numbers
+from conversations.runs.approvals import approvals_expire_open
 from conversations.runs.publisher import (
     Entry,
     Unanswered,
@@ -186,6 +187,7 @@ def _close(
     )
     if not updated:  # rolls back the answer and events saved with the close
         raise RunSwept(run.pk)
+    approvals_expire_open(run_id=run.pk)
     if usage and model is not None:
         from llms.services import usage_record
 
@@ -325,5 +327,6 @@ def _report_interrupted(*, run_id: int, conversation_id: int) -> None:
             run = Run(pk=run_id, conversation_id=conversation_id)
             partial_answer_save(run=run, content=view.answer_text)
         followups_cancel(run_id=run_id, taken_in=view.taken_in_ids)
+        approvals_expire_open(run_id=run_id)
     unanswered = followups_unanswered(run_id=run_id)
     publish_interrupted(run_id=run_id, view=view, after=[unanswered] if unanswered else [])

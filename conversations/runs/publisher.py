@@ -88,6 +88,8 @@ def _written_at_once(channel: str, payload: dict[str, Any]) -> bool:
     how the run ended, what became of its left-over follow-ups."""
     if channel == "step":
         return payload.get("type") == "iteration" and payload.get("status") == "start"
+    if channel == "approval":  # the user may answer it at once: it must be in the log
+        return True
     return channel in ("done", "error", "followup", "unanswered")
 
 

@@ -18,7 +18,6 @@ from tools import registry as tool_registry
 from tools.models import ToolConfig
 from tools.registry import ToolContext, ToolSpec
 from tools.services import (
-    CONFIRMATION_REQUIRED_MESSAGE,
     toolconfig_sync,
     toolconfig_update,
     tools_available_for_user,
@@ -181,20 +180,18 @@ def test_secret_settings_are_encrypted_and_merged(specs, user):
     assert "[token tok-secret-123456]" in run(tool, text="x").content
 
 
-def test_confirmation_is_enforced_until_confirmed(specs, user):
+def test_the_admins_confirmation_flag_marks_every_call_for_approval(specs, user):
+    """The run's loop asks the user before each call of such a tool (engine.approval);
+    the admin's flag is the one that counts, whatever the spec said."""
     toolconfig_sync()
     toolconfig_update(toolconfig=ToolConfig.objects.get(name="shout"), enabled=True)
     toolconfig_update(toolconfig=ToolConfig.objects.get(name="echo"), requires_confirmation=True)
-    context = ToolContext(user_id=user.pk)
-    registry = tools_for_user(user=user, context=context)
+    registry = tools_for_user(user=user, context=ToolContext(user_id=user.pk))
     shout, echo = registry.get("shout"), registry.get("echo")
-    assert shout.requires_confirmation and echo.requires_confirmation
-    for tool in (shout, echo):
-        result = run(tool, text="hi")
-        assert result.is_error and result.content == CONFIRMATION_REQUIRED_MESSAGE
-    context.extra["confirmed_tools"] = ["shout", "echo"]  # read at call time
-    assert run(shout, text="hi").content == "HI"
-    assert run(echo, text="hi").content.startswith("> hi")
+    assert shout.confirmation_reason({"text": "hi"}) and echo.confirmation_reason({"text": "hi"})
+    toolconfig_update(toolconfig=ToolConfig.objects.get(name="shout"), requires_confirmation=False)
+    shout = tools_for_user(user=user, context=ToolContext(user_id=user.pk)).get("shout")
+    assert shout.confirmation_reason({"text": "hi"}) is None
     assert any(t["requires_confirmation"] for t in tools_available_for_user(user=user))
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client, override_settings
 from django.urls import URLPattern, get_resolver
@@ -160,7 +162,7 @@ def test_schema_is_public_openapi_and_covers_every_route(client):
         route = str(pattern.pattern)
         if route.startswith("^"):  # the JSON 404 catch-all
             continue
-        routes.add("/api/" + route.replace("<int:", "{").replace(">", "}"))
+        routes.add("/api/" + re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", route))
     assert routes == documented
     assert openapi_document()["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
     assert get_resolver().resolve("/api/schema").url_name == "api_schema"

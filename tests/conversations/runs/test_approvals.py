@@ -1,0 +1,181 @@
+"""A tool call that needs the user's approval, through the web layer: the run pauses
+at the call, the page and the API show the request, the decision (from the page, the
+API, or no decision in time) resumes the same run."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.test import override_settings
+
+from conversations import services
+from conversations.api.tokens import token_create
+from conversations.models import Run, RunEvent, ToolApproval
+from conversations.runs.publisher import conversation_group
+from engine import Tool
+from tests.conversations.running import execute
+from tools.models import ToolConfig
+from tools.registry import register, spec_for_tool
+from tools.services import toolconfig_sync, toolconfig_update
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+erased: list[str] = []
+erasing = threading.Lock()
+
+
+def _erase(path: str) -> str:
+    with erasing:
+        erased.append(path)
+    return f"erased {path}"
+
+
+register(
+    spec_for_tool(
+        Tool(
+            name="erase",
+            description="Erase a file (test tool).",
+            parameters={
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"],
+            },
+            func=_erase,
+        )
+    )
+)
+
+
+@pytest.fixture
+def erase_needs_approval(db) -> None:
+    erased.clear()
+    toolconfig_sync()
+    toolconfig_update(toolconfig=ToolConfig.objects.get(name="erase"), requires_confirmation=True)
+
+
+def script_erase(llm_server) -> None:
+    llm_server.push(
+        {"tool_calls": [{"id": "call-1", "name": "erase", "arguments": {"path": "/notes"}}]},
+        {"content": "Handled."},
+        {"content": "Here is what happened."},
+    )
+
+
+async def started_run(user, llm_server):
+    """A run paused at the erase call; the conversation's frames so far."""
+    script_erase(llm_server)
+    conversation = await sync_to_async(services.conversation_create)(owner=user)
+    _, run, _ = await sync_to_async(services.message_post)(
+        conversation=conversation, user=user, content="erase my notes"
+    )
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(conversation_group(conversation.pk), channel)
+    running = asyncio.ensure_future(execute(run.pk))
+    frames = []
+    while not any(f["channel"] == "approval" for f in frames):
+        frames.append(await asyncio.wait_for(layer.receive(channel), 10))
+    return conversation, run, running, frames
+
+
+async def test_an_approved_call_runs_and_the_run_goes_on(
+    user, client, chat_model, llm_server, no_launch, erase_needs_approval
+):
+    conversation, run, running, frames = await started_run(user, llm_server)
+    card = frames[-1]["html"]
+    assert "erase" in card and "/notes" in card and "needs your approval" in card
+    assert f"/runs/{run.pk}/approvals/call-1/" in card and erased == []
+    await sync_to_async(client.force_login)(user)
+    # A reload while it waits shows the same card, buttons included.
+    page = (await sync_to_async(client.get)(f"/c/{conversation.pk}/")).content.decode()
+    assert f"/runs/{run.pk}/approvals/call-1/" in page
+
+    response = await sync_to_async(client.post)(
+        f"/runs/{run.pk}/approvals/call-1/", {"decision": "approve"}, HTTP_HX_REQUEST="true"
+    )
+
+    assert response.status_code == 200 and "Approved" in response.content.decode()
+    assert await asyncio.wait_for(running, 10) == "succeeded"
+    assert erased == ["/notes"]
+    approval = await ToolApproval.objects.aget(run=run, call_id="call-1")
+    assert approval.status == "approved" and approval.decided_by_id == user.pk
+    statuses = [
+        e.payload["status"]
+        async for e in RunEvent.objects.filter(run=run, channel="approval").order_by("seq")
+    ]
+    assert statuses == ["requested", "approved"]
+    again = await sync_to_async(client.post)(
+        f"/runs/{run.pk}/approvals/call-1/", {"decision": "deny"}, HTTP_HX_REQUEST="true"
+    )
+    assert again.status_code == 409
+
+
+async def test_a_denied_call_is_not_run_and_the_agent_is_told(
+    user, client, chat_model, llm_server, no_launch, erase_needs_approval
+):
+    _, run, running, _ = await started_run(user, llm_server)
+    await sync_to_async(client.force_login)(user)
+
+    await sync_to_async(client.post)(
+        f"/runs/{run.pk}/approvals/call-1/", {"decision": "deny"}, HTTP_HX_REQUEST="true"
+    )
+
+    assert await asyncio.wait_for(running, 10) == "succeeded"
+    assert erased == []
+    observation = llm_server.requests[1]["messages"][-1]["content"]
+    assert "denied" in observation
+
+
+@override_settings(AGENTSITE_APPROVAL_TIMEOUT_SECONDS=0.3)
+async def test_no_answer_in_time_counts_as_a_refusal(
+    user, chat_model, llm_server, no_launch, erase_needs_approval
+):
+    _, run, running, _ = await started_run(user, llm_server)
+
+    assert await asyncio.wait_for(running, 10) == "succeeded"
+    assert erased == []
+    assert (await ToolApproval.objects.aget(run=run)).status == "expired"
+    assert "did not answer" in llm_server.requests[1]["messages"][-1]["content"]
+
+
+async def test_stop_while_waiting_ends_the_run_and_closes_the_request(
+    user, chat_model, llm_server, no_launch, erase_needs_approval
+):
+    _, run, running, _ = await started_run(user, llm_server)
+
+    await sync_to_async(services.run_cancel)(run=await Run.objects.aget(pk=run.pk))
+
+    assert await asyncio.wait_for(running, 10) == "cancelled"
+    assert erased == []
+    assert (await ToolApproval.objects.aget(run=run)).status == "expired"
+
+
+async def test_the_api_decides_and_refuses_what_it_must(
+    user, other_user, client, chat_model, llm_server, no_launch, erase_needs_approval
+):
+    _, run, running, _ = await started_run(user, llm_server)
+    _token, raw = await sync_to_async(token_create)(user=user, name="script")
+    _other, stranger = await sync_to_async(token_create)(user=other_user, name="other")
+
+    def decide(call_id: str, body: object, key: str = raw):
+        return client.post(
+            f"/api/runs/{run.pk}/approvals/{call_id}",
+            body,
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {key}",
+        )
+
+    assert (await sync_to_async(decide)("call-1", {"approve": True}, stranger)).status_code == 404
+    assert (await sync_to_async(decide)("nope", {"approve": True})).status_code == 404
+    assert (await sync_to_async(decide)("call-1", {"approve": "yes"})).status_code == 400
+    response = await sync_to_async(decide)("call-1", {"approve": True})
+
+    assert response.status_code == 200
+    assert response.json() == {"call_id": "call-1", "status": "approved"}
+    assert await asyncio.wait_for(running, 10) == "succeeded"
+    assert erased == ["/notes"]
+    assert (await sync_to_async(decide)("call-1", {"approve": False})).status_code == 409

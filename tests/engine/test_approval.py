@@ -1,0 +1,138 @@
+"""Tools that need the user's approval: the loop pauses at the call, asks, and goes on
+with the tool's result (approved) or with the refusal as the observation."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from engine.agent import ReActAgent
+from engine.answer import CANCELLED
+from engine.approval import APPROVED, DENIED, EXPIRED, ApprovalRequest
+from engine.cancel import CancelToken
+from engine.events import AgentEvent, Approval, IterationDone
+from engine.llm.scripted import ScriptedLLM
+from engine.tools import Tool, ToolRegistry
+
+OBJECT = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+ran: list[dict[str, Any]] = []
+
+
+async def delete(path: str) -> str:
+    ran.append({"path": path})
+    return f"deleted {path}"
+
+
+def deleting_tool(**options: Any) -> Tool:
+    return Tool("delete", "Delete a file.", OBJECT, delete, **options)
+
+
+def agent(tool: Tool, approver: Any, events: list[AgentEvent], **kwargs: Any) -> ReActAgent:
+    llm = ScriptedLLM(
+        [{"tool_calls": [{"id": "c1", "name": "delete", "arguments": {"path": "/a"}}]}, "Done."],
+        abilities={"tool_call": True},
+    )
+
+    async def on_event(event: AgentEvent) -> None:
+        events.append(event)
+
+    return ReActAgent(llm, ToolRegistry([tool]), approver=approver, on_event=on_event, **kwargs)
+
+
+@pytest.fixture(autouse=True)
+def nothing_ran() -> None:
+    ran.clear()
+
+
+async def test_an_approved_call_runs_after_the_user_said_yes() -> None:
+    asked: list[ApprovalRequest] = []
+
+    async def approve(request: ApprovalRequest) -> str:
+        asked.append(request)
+        assert not ran  # paused before the tool
+        return APPROVED
+
+    events: list[AgentEvent] = []
+    result = await agent(deleting_tool(requires_confirmation=True), approve, events).run("go")
+
+    assert ran == [{"path": "/a"}]
+    assert asked == [ApprovalRequest("c1", "delete", {"path": "/a"}, asked[0].reason)]
+    assert asked[0].reason  # says why it asks
+    approvals = [e.to_dict() for e in events if isinstance(e, Approval)]
+    assert [a["status"] for a in approvals] == ["requested", "approved"]
+    assert approvals[0]["tool_args"] == {"path": "/a"} and approvals[0]["call_id"] == "c1"
+    assert result.steps[0].observation == "deleted /a"
+
+
+@pytest.mark.parametrize(("decision", "said"), [(DENIED, "denied"), (EXPIRED, "did not answer")])
+async def test_a_refused_call_is_not_run_and_the_agent_is_told(decision: str, said: str) -> None:
+    async def refuse(request: ApprovalRequest) -> str:
+        return decision
+
+    events: list[AgentEvent] = []
+    result = await agent(deleting_tool(requires_confirmation=True), refuse, events).run("go")
+
+    assert ran == []
+    assert said in result.steps[0].observation and result.steps[0].error
+    done = [e for e in events if isinstance(e, IterationDone)]
+    assert said in done[0].observation
+    assert [e.to_dict()["status"] for e in events if isinstance(e, Approval)][-1] == decision
+
+
+async def test_only_the_calls_the_tool_says_need_it_are_asked() -> None:
+    """A per-call rule (e.g. an endpoint's non-GET methods): a safe call runs at once."""
+    asked: list[ApprovalRequest] = []
+
+    async def approve(request: ApprovalRequest) -> str:
+        asked.append(request)
+        return APPROVED
+
+    def risky(arguments: dict[str, Any]) -> str | None:
+        return "It deletes outside /tmp." if not arguments["path"].startswith("/tmp") else None
+
+    events: list[AgentEvent] = []
+    await agent(deleting_tool(confirm_if=risky), approve, events).run("go")
+
+    assert [r.reason for r in asked] == ["It deletes outside /tmp."]
+
+
+async def test_without_an_approver_the_call_is_refused_in_plain_words() -> None:
+    events: list[AgentEvent] = []
+    result = await agent(deleting_tool(requires_confirmation=True), None, events).run("go")
+
+    assert ran == [] and "approval" in result.steps[0].observation
+
+
+async def test_stop_while_waiting_for_approval_ends_the_run() -> None:
+    cancel = CancelToken()
+    waiting = asyncio.Event()
+
+    async def never(request: ApprovalRequest) -> str:
+        waiting.set()
+        await asyncio.Event().wait()
+        return APPROVED
+
+    events: list[AgentEvent] = []
+    running = asyncio.ensure_future(
+        agent(deleting_tool(requires_confirmation=True), never, events, cancel=cancel).run("go")
+    )
+    await asyncio.wait_for(waiting.wait(), 5)
+    cancel.cancel()
+
+    result = await asyncio.wait_for(running, 5)
+
+    assert result.status == CANCELLED and ran == []
+
+
+async def test_the_wait_does_not_count_against_the_tool_timeout() -> None:
+    async def slow_yes(request: ApprovalRequest) -> str:
+        await asyncio.sleep(0.3)
+        return APPROVED
+
+    events: list[AgentEvent] = []
+    tool = deleting_tool(requires_confirmation=True, timeout=0.2)
+    result = await agent(tool, slow_yes, events, tool_timeout=0.2).run("go")
+
+    assert ran == [{"path": "/a"}] and result.steps[0].error is None
