@@ -161,6 +161,8 @@ AGENTSITE_HTTP_THREADS = env.int("AGENTSITE_HTTP_THREADS", default=8)
 AGENTSITE_RUN_HEARTBEAT_SECONDS = env.float("AGENTSITE_RUN_HEARTBEAT_SECONDS", default=5.0)
 # A run still working after this many seconds is stopped and says so (0: no limit).
 AGENTSITE_RUN_DEADLINE_SECONDS = env.float("AGENTSITE_RUN_DEADLINE_SECONDS", default=600.0)
+# A tool call waiting for the user's approval counts as denied after this long.
+AGENTSITE_APPROVAL_TIMEOUT_SECONDS = env.float("AGENTSITE_APPROVAL_TIMEOUT_SECONDS", default=300.0)
 # GIL switch interval of the streaming processes (CPython's default is 5 ms; 0 keeps it).
 AGENTSITE_GIL_SWITCH_MS = env.float("AGENTSITE_GIL_SWITCH_MS", default=1.0)
 AGENTSITE_SSE_HEARTBEAT = env.float("AGENTSITE_SSE_HEARTBEAT", default=15.0)  # seconds

@@ -88,9 +88,13 @@ def _written_at_once(channel: str, payload: dict[str, Any]) -> bool:
     how the run ended, what became of its left-over follow-ups."""
     if channel == "step":
         return payload.get("type") == "iteration" and payload.get("status") == "start"
-    if channel == "approval":  # the user may answer it at once: it must be in the log
-        return True
     return channel in ("done", "error", "followup", "unanswered")
+
+
+def _logged_before_sent(channel: str, payload: dict[str, Any]) -> bool:
+    """An approval request: the user may answer it the moment it shows, and the answer is
+    checked against the log."""
+    return channel == "approval" and payload.get("status") == "requested"
 
 
 class RunPublisher:
@@ -138,6 +142,8 @@ class RunPublisher:
             prev = self.seq
             entry: Entry = (await self._number(), self.run_id, channel, payload)
             self.unwritten.append(entry)
+            if _logged_before_sent(channel, payload):
+                await self.flush()
             await self._send(entry, prev)
         if _written_at_once(channel, payload):
             await self.flush()

@@ -79,6 +79,8 @@ async def started_run(user, llm_server):
     frames = []
     while not any(f["channel"] == "approval" for f in frames):
         frames.append(await asyncio.wait_for(layer.receive(channel), 10))
+    # Logged before it showed: the user may answer at once, and answers are checked there.
+    assert await RunEvent.objects.filter(run=run, channel="approval").aexists()
     return conversation, run, running, frames
 
 
