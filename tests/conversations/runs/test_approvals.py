@@ -181,3 +181,22 @@ async def test_the_api_decides_and_refuses_what_it_must(
     assert await asyncio.wait_for(running, 10) == "succeeded"
     assert erased == ["/notes"]
     assert (await sync_to_async(decide)("call-1", {"approve": False})).status_code == 409
+
+
+async def test_a_follow_up_sent_while_waiting_is_taken_in_after_the_decision(
+    user, client, chat_model, llm_server, no_launch, erase_needs_approval
+):
+    conversation, run, running, _ = await started_run(user, llm_server)
+    followup, same_run, injected = await sync_to_async(services.message_post)(
+        conversation=conversation, user=user, content="only the old notes, please"
+    )
+    assert injected and same_run.pk == run.pk
+    await sync_to_async(client.force_login)(user)
+
+    await sync_to_async(client.post)(
+        f"/runs/{run.pk}/approvals/call-1/", {"decision": "approve"}, HTTP_HX_REQUEST="true"
+    )
+
+    assert await asyncio.wait_for(running, 10) == "succeeded"
+    after_tool = llm_server.requests[1]["messages"]
+    assert any("only the old notes, please" in str(m.get("content")) for m in after_tool)
