@@ -11,8 +11,11 @@ Sharing works through files under ``<state_dir>`` (``settings.VAR_DIR / "local_m
   so two processes never start two servers;
 - ``server.json``: pid, port and model of the running server; a process that finds a live
   server there reuses it instead of starting another;
-- ``api_key``: the key the server is started with (``--api_key``; random unless
-  configured), mode 0600, so other local users cannot use the loopback port;
+- ``api_key``: the key the server is started with (random unless configured), mode
+  0600, so other local users cannot use the loopback port. The server gets it in its
+  environment (``API_KEY``, read by llama_cpp.server's settings), never on its command
+  line: any local user can read ``/proc/<pid>/cmdline``, only the server's user (and
+  root) its ``/proc/<pid>/environ``;
 - ``server.log``: the server's output, quoted when it fails to start (rotated once at 5 MB).
 
 Only the process that started the server stops it (``atexit``); one killed with SIGKILL
@@ -262,7 +265,7 @@ class LocalServer:
         model_path = self.config.model_path or find_model_path()
         api_key = self._api_key()
         port = self.config.port or _free_port(self.config.host)
-        command = self._command(model_path, port, api_key)
+        command = self._command(model_path, port)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             if self.log_file.stat().st_size > MAX_LOG_BYTES:
@@ -277,7 +280,7 @@ class LocalServer:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # a Ctrl-C meant for the site does not hit a request
-                env=_child_env(),
+                env=_child_env(api_key),
             )
         info = ServerInfo(
             pid=proc.pid,
@@ -303,7 +306,8 @@ class LocalServer:
         logger.info("local model server ready at %s (pid %s)", info.base_url, info.pid)
         return info
 
-    def _command(self, model_path: Path, port: int, api_key: str) -> list[str]:
+    def _command(self, model_path: Path, port: int) -> list[str]:
+        """The server's command line: world-readable in /proc, so without the API key."""
         config = self.config
         threads = config.n_threads or max(1, (os.cpu_count() or 1) // 2)
         return [
@@ -326,8 +330,6 @@ class LocalServer:
             str(threads),
             "--n_threads_batch",
             str(threads),
-            # "=" form: a urlsafe key may start with "-", which argparse reads as an option.
-            f"--api_key={api_key}",
             # A new request must queue behind the running one, not cut it off.
             "--interrupt_requests",
             "False",
@@ -572,12 +574,16 @@ _CHILD_ENV_NAMES = {"PATH", "HOME", "LANG", "LANGUAGE", "TMPDIR", "TZ", "LD_LIBR
 _CHILD_ENV_PREFIXES = ("LC_", "OPENBLAS_", "OMP_", "GGML_", "LLAMA_", "CUDA_", "PYTHON")
 
 
-def _child_env() -> dict[str, str]:
-    """The server's environment: only what a Python process and its math libraries need."""
+def _child_env(api_key: str) -> dict[str, str]:
+    """The server's environment: only what a Python process and its math libraries need,
+    and the API key (``API_KEY``: ServerSettings.api_key, read from the environment when
+    not given on the command line)."""
     env = {
         name: value
         for name, value in os.environ.items()
         if name in _CHILD_ENV_NAMES or name.startswith(_CHILD_ENV_PREFIXES)
     }
     env["PYTHONUNBUFFERED"] = "1"
+    if api_key:
+        env["API_KEY"] = api_key
     return env

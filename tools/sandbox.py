@@ -1,30 +1,25 @@
-"""Run an untrusted Python snippet in a separate, limited process.
+"""Run an untrusted Python snippet in a kernel-enforced sandbox (bubblewrap).
 
-What holds, and how (checked by tests/tools/test_sandbox.py):
+The boundary is the kernel's, set up by bubblewrap (:mod:`tools.bwrap` lists exactly what
+the sandbox sees and which limits hold; tests/tools/test_sandbox_escapes.py tries each
+escape from inside):
 
-- **Process**: a fresh ``python -I -S -u`` (isolated mode, no site-packages, unbuffered) in
-  a new temporary directory, its own session (the whole group is killed at the end), an
-  environment with nothing from the server (no secrets, no DATABASE_URL).
-- **Limits** (``setrlimit``, applied by the bootstrap before any user code runs, rather
-  than in a ``preexec_fn``, which is unsafe in a threaded server): CPU seconds (SIGXCPU
-  kills), address space (allocation fails with MemoryError), file size (writes fail with
-  "File too large"; this also caps stdout/stderr, which go to files), open files, no core
-  dumps, and processes (``RLIMIT_NPROC``: no fork, so no ``subprocess``). The parent
-  enforces a wall-clock timeout and cuts the output.
-- **User**: when the server runs as root the bootstrap drops to a throwaway uid/gid
-  (random, unprivileged, no groups), so the snippet cannot touch root-owned files and
-  ``RLIMIT_NPROC`` applies. When the server is not root the snippet runs as the server's
-  user and CAN read whatever that user can (the database file, settings): that is why the
-  tool is disabled by default. Either way world-readable files are readable.
-- **Network**: the bootstrap enters a new network namespace (``unshare(CLONE_NEWNET)``; as
-  a non-root user through a user namespace when the kernel allows it), where no interface
-  is up, so no packet can leave, whatever the code does. As a second layer it replaces
-  socket creation, ``ctypes``, ``exec``/``fork``/``posix_spawn`` with functions raising
-  ``PermissionError``. The Python layer alone is not a security boundary; the result's
-  ``isolation`` field reports whether the namespace held.
-- **Files**: regular files the snippet leaves in its directory (at most ``max_files``, each
-  within the file-size limit) are returned as artifacts; the directory is then deleted.
-  The disk space the snippet may use is bounded only by file size x CPU time.
+- **Filesystem**: only ``/usr`` (and the interpreter's installation) read-only, a minimal
+  read-only ``/dev`` and a private ``/tmp`` tmpfs of ``disk_mb``, gone when the run ends.
+  Nothing of the app (database, media root, source tree, secrets) and no socket file.
+- **Sockets**: a network namespace with only a down loopback, and a seccomp filter
+  (:mod:`tools.seccomp`) that makes ``socket()``/``socketpair()`` fail with EPERM.
+- **Limits**: CPU seconds, address space, file size, open files and processes, set with
+  ``prlimit`` for every process in the sandbox; the tmpfs size bounds the disk (RAM) it
+  can fill; the runner inside and this process both enforce the wall clock.
+- **User**: when the server runs as root, bubblewrap itself runs under a throwaway uid
+  (random, unprivileged, no groups), so even a kernel bug in the namespaces leaves it a
+  nobody; otherwise as the server's user, in a user namespace without capabilities.
+
+Without bwrap the tool refuses to run (:class:`SandboxUnavailable`); there is no fallback.
+Inside, :mod:`tools.sandbox_runner` is PID 1: it runs the snippet (prefixed by
+:mod:`tools.sandbox_bootstrap`), kills what the snippet left, and reports the files left
+in ``/tmp/work`` on a pipe only it holds. Those become artifacts.
 """
 
 from __future__ import annotations
@@ -35,101 +30,36 @@ import json
 import mimetypes
 import os
 import secrets
-import shutil
 import signal
-import stat
 import sys
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from engine import Artifact
+from tools import bwrap
+from tools.seccomp import SeccompUnavailable, filter_fd
 
-__all__ = ["SandboxLimits", "SandboxResult", "SandboxUnavailable", "pick_interpreter", "run_python"]
+__all__ = [
+    "SandboxLimits",
+    "SandboxResult",
+    "SandboxUnavailable",
+    "pick_interpreter",
+    "run_python",
+    "sandbox_problems",
+]
 
 SANDBOX_UID_RANGE = (200_000, 260_000)
 SYSTEM_INTERPRETERS = ("/usr/bin/python3", "/usr/local/bin/python3")
+SETPRIV = "/usr/bin/setpriv"
+# Beyond the wall clock: the runner's start, and the report of up to max_files files.
+GRACE_SECONDS = 10.0
+_HERE = Path(__file__).resolve().parent
+RUNNER_SOURCE = (_HERE / "sandbox_runner.py").read_text(encoding="utf-8")
+BOOTSTRAP_SOURCE = (_HERE / "sandbox_bootstrap.py").read_text(encoding="utf-8")
 
 
 class SandboxUnavailable(RuntimeError):
     """No way to run the sandbox on this machine (message is shown to the model)."""
-
-
-_BOOTSTRAP = r"""
-import json, os, resource, signal, sys
-cfg = json.loads(sys.argv[1])
-with open(cfg["code_path"], encoding="utf-8") as fh:
-    code = fh.read()
-
-isolation = "none"
-try:
-    import ctypes
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(0x40000000) == 0:  # CLONE_NEWNET
-        isolation = "netns"
-    elif os.geteuid() != 0:
-        uid, gid = os.getuid(), os.getgid()
-        if libc.unshare(0x10000000 | 0x40000000) == 0:  # CLONE_NEWUSER | CLONE_NEWNET
-            for path, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
-                               ("gid_map", f"{gid} {gid} 1")):
-                with open("/proc/self/" + path, "w") as fh:
-                    fh.write(text)
-            isolation = "userns+netns"
-    del ctypes, libc
-except Exception:
-    pass
-with open(cfg["status_path"], "w") as fh:
-    json.dump({"isolation": isolation}, fh)
-
-cpu = cfg["cpu_seconds"]
-resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-resource.setrlimit(resource.RLIMIT_AS, (cfg["memory_bytes"], cfg["memory_bytes"]))
-resource.setrlimit(resource.RLIMIT_FSIZE, (cfg["file_bytes"], cfg["file_bytes"]))
-resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
-resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-resource.setrlimit(resource.RLIMIT_NPROC, (1, 1))
-if os.geteuid() == 0 and cfg.get("uid"):
-    os.setgroups([])
-    os.setgid(cfg["uid"])
-    os.setuid(cfg["uid"])
-signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-os.umask(0o077)
-
-def _deny(*args, **kwargs):
-    raise PermissionError(1, "not permitted in the sandbox (no network, no processes)")
-
-import socket, _socket, posix
-class _NoSocket(socket.socket):
-    def __init__(self, family=-1, type=-1, proto=-1, fileno=None):
-        if fileno is None:
-            _deny()
-        super().__init__(family, type, proto, fileno)
-socket.socket = socket.SocketType = _socket.socket = _socket.SocketType = _NoSocket
-socket.fromfd = _socket.dup = _deny
-for mod in (os, posix):
-    for name in ("fork", "forkpty", "system", "popen", "posix_spawn", "posix_spawnp",
-                 "execv", "execve", "execvp", "execvpe", "execl", "execle", "execlp",
-                 "execlpe", "kill", "killpg"):
-        if hasattr(mod, name):
-            setattr(mod, name, _deny)
-import _posixsubprocess
-_posixsubprocess.fork_exec = _deny
-for name in ("ctypes", "_ctypes", "cffi", "_cffi_backend"):
-    sys.modules[name] = None
-del socket, _socket, posix, _posixsubprocess, mod, name, fh
-
-import linecache, traceback
-linecache.cache["snippet.py"] = (len(code), None, code.splitlines(True), "snippet.py")
-sys.argv = ["snippet.py"]
-namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-try:
-    exec(compile(code, "snippet.py", "exec"), namespace)
-except SystemExit as exc:
-    raise
-except BaseException as exc:
-    traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
-    sys.exit(1)
-"""
 
 
 @dataclass(frozen=True)
@@ -140,6 +70,8 @@ class SandboxLimits:
     max_file_bytes: int = 10 * 1024 * 1024
     max_files: int = 10
     max_output_chars: int = 10_000
+    disk_mb: int = 64  # the /tmp tmpfs: everything the snippet writes, in RAM
+    max_processes: int = 1  # the snippet's own included: 1 means no fork, no thread
     interpreter: str | None = None  # None: see pick_interpreter()
 
 
@@ -151,7 +83,7 @@ class SandboxResult:
     timed_out: bool = False
     cpu_exceeded: bool = False
     output_truncated: bool = False
-    isolation: str = "none"  # "netns", "userns+netns" or "none" (Python-level guard only)
+    isolation: str = "bwrap"  # "bwrap+seccomp" when the seccomp filter was loaded too
     artifacts: list[Artifact] = field(default_factory=list)
     skipped_files: list[str] = field(default_factory=list)
 
@@ -178,35 +110,7 @@ class SandboxResult:
         return "\n".join(parts) or "(no output)"
 
 
-def _read_head(path: Path, limit_chars: int) -> tuple[str, bool]:
-    with path.open("rb") as fh:
-        data = fh.read(limit_chars * 4 + 4)
-    text = data.decode("utf-8", errors="replace")
-    if len(text) > limit_chars:
-        return text[:limit_chars], True
-    more = path.stat().st_size > len(data)
-    return text, more
-
-
-def _collect_files(work: Path, limits: SandboxLimits) -> tuple[list[Artifact], list[str]]:
-    artifacts: list[Artifact] = []
-    skipped: list[str] = []
-    for root, dirs, files in os.walk(work, followlinks=False):
-        dirs.sort()
-        for name in sorted(files):
-            path = Path(root, name)
-            rel = str(path.relative_to(work))
-            info = path.lstat()
-            if not stat.S_ISREG(info.st_mode):
-                continue
-            if len(artifacts) >= limits.max_files or info.st_size > limits.max_file_bytes:
-                skipped.append(rel)
-                continue
-            with path.open("rb") as fh:
-                content = fh.read(limits.max_file_bytes + 1)
-            mime = mimetypes.guess_type(rel)[0] or "application/octet-stream"
-            artifacts.append(Artifact(rel, mime, len(content), None, content))
-    return artifacts, skipped
+# --------------------------------------------------------------------------- interpreter
 
 
 def _world_accessible(executable: str) -> bool:
@@ -223,7 +127,7 @@ def _world_accessible(executable: str) -> bool:
 def pick_interpreter(configured: str | None = None) -> str:
     """The Python the sandbox runs: the configured one, else this one when the sandbox user
     can reach its standard library, else the system's (pyenv installs under /root are not
-    readable once privileges are dropped)."""
+    readable by the throwaway uid bubblewrap runs as)."""
     if configured:
         return configured
     if os.geteuid() != 0 or _world_accessible(sys.executable):
@@ -237,79 +141,248 @@ def pick_interpreter(configured: str | None = None) -> str:
     )
 
 
-def _sandbox_env(work: Path) -> dict[str, str]:
-    return {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": str(work),
-        "TMPDIR": str(work),
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-    }
+def sandbox_problems() -> list[str]:
+    """Why the sandbox cannot run, or is weaker than designed, here (system check)."""
+    problems: list[str] = []
+    try:
+        bwrap.bwrap_path()
+    except bwrap.BwrapUnavailable as exc:
+        problems.append(str(exc))
+    try:
+        filter_fd_probe = filter_fd()
+        os.close(filter_fd_probe)
+    except (SeccompUnavailable, OSError) as exc:
+        problems.append(f"no seccomp filter (socket() stays callable inside): {exc}")
+    return problems
+
+
+# ----------------------------------------------------------------------------------- run
 
 
 async def run_python(code: str, limits: SandboxLimits | None = None) -> SandboxResult:
     """Run ``code`` under ``limits``; never raises for anything the snippet does.
 
-    Raises :class:`SandboxUnavailable` when no usable interpreter exists.
+    Raises :class:`SandboxUnavailable` when bubblewrap or a usable interpreter is missing,
+    or when bubblewrap cannot set the sandbox up on this machine.
     """
     limits = limits or SandboxLimits()
-    interpreter = pick_interpreter(limits.interpreter)
-    base = Path(tempfile.mkdtemp(prefix="agentsite-sandbox-"))
     try:
-        return await _run(code, limits, base, interpreter)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
-
-async def _run(code: str, limits: SandboxLimits, base: Path, interpreter: str) -> SandboxResult:
-    work = base / "work"
-    work.mkdir(mode=0o700)
-    code_path = base / "snippet.py"
-    code_path.write_text(code, encoding="utf-8")
-    uid = 0
-    if os.geteuid() == 0:
-        uid = SANDBOX_UID_RANGE[0] + secrets.randbelow(SANDBOX_UID_RANGE[1] - SANDBOX_UID_RANGE[0])
-        os.chown(work, uid, uid)
-    config = {
-        "code_path": str(code_path),
-        "status_path": str(base / "status.json"),
-        "cpu_seconds": int(limits.cpu_seconds),
-        "memory_bytes": int(limits.memory_mb) * 1024 * 1024,
-        "file_bytes": int(limits.max_file_bytes),
-        "uid": uid,
-    }
-    out_path, err_path = base / "stdout", base / "stderr"
-    timed_out = False
-    with out_path.open("wb") as out, err_path.open("wb") as err:
+        bwrap_exe = bwrap.bwrap_path()
+    except bwrap.BwrapUnavailable as exc:
+        raise SandboxUnavailable(str(exc)) from None
+    interpreter = pick_interpreter(limits.interpreter)
+    seccomp_fd: int | None = None
+    with contextlib.suppress(SeccompUnavailable, OSError):
+        seccomp_fd = filter_fd()
+    report_r, report_w = os.pipe()
+    spawned = False
+    try:
+        argv = ["-I", "-S", "-c", RUNNER_SOURCE]
+        disk = int(limits.disk_mb) * 1024 * 1024
+        cmd = bwrap.command(bwrap_exe, interpreter, _rlimits(limits), disk, seccomp_fd, argv)
+        fds = (report_w,) if seccomp_fd is None else (report_w, seccomp_fd)
         proc = await asyncio.create_subprocess_exec(
-            interpreter, "-I", "-S", "-u", "-c", _BOOTSTRAP, json.dumps(config),
-            stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=err, cwd=work,
-            env=_sandbox_env(work), start_new_session=True,
-        )  # fmt: skip
-        try:
-            await asyncio.wait_for(proc.wait(), timeout=limits.wall_seconds)
-        except TimeoutError:
-            timed_out = True
-        finally:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
+            *_throwaway_user(),
+            *cmd,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            pass_fds=fds,
+            env={},
+            start_new_session=True,
+        )
+        spawned = True
+    finally:
+        os.close(report_w)
+        if not spawned:
+            os.close(report_r)
+        if seccomp_fd is not None:
+            os.close(seccomp_fd)
+    job = _job(code, limits, report_w)
+    isolation = "bwrap" if seccomp_fd is None else "bwrap+seccomp"
+    return await _supervise(proc, report_r, job, limits, isolation)
 
-    stdout, cut_out = _read_head(out_path, limits.max_output_chars)
-    stderr, cut_err = _read_head(err_path, limits.max_output_chars)
-    isolation = "none"
-    with contextlib.suppress(OSError, ValueError):
-        isolation = json.loads((base / "status.json").read_text())["isolation"]
-    artifacts, skipped = _collect_files(work, limits)
-    code_ = proc.returncode
+
+def _rlimits(limits: SandboxLimits) -> bwrap.Rlimits:
+    return bwrap.Rlimits(
+        cpu_seconds=int(limits.cpu_seconds),
+        memory_bytes=int(limits.memory_mb) * 1024 * 1024,
+        file_bytes=int(limits.max_file_bytes),
+        nproc=1 + max(1, int(limits.max_processes)),  # + the runner, PID 1
+    )
+
+
+def _job(code: str, limits: SandboxLimits, report_fd: int) -> bytes:
+    """What the runner reads on its stdin (tools/sandbox_runner.py)."""
+    job = {
+        "code": code,
+        "bootstrap": BOOTSTRAP_SOURCE,
+        "report_fd": report_fd,  # the same number inside: bwrap passes descriptors as they are
+        "wall_seconds": float(limits.wall_seconds),
+        "max_files": int(limits.max_files),
+        "max_file_bytes": int(limits.max_file_bytes),
+    }
+    return json.dumps(job).encode()
+
+
+def _throwaway_user() -> list[str]:
+    """As root, run bubblewrap (and so the sandbox) as a random unprivileged uid/gid.
+
+    Through ``setpriv`` (util-linux): uvloop's subprocess API has no ``user=``, and a
+    ``preexec_fn`` is unsafe in a threaded server.
+    """
+    if os.geteuid() != 0:
+        return []
+    if not os.access(SETPRIV, os.X_OK):
+        raise SandboxUnavailable(f"{SETPRIV} (util-linux) is missing: root cannot drop to a uid")
+    low, high = SANDBOX_UID_RANGE
+    uid = low + secrets.randbelow(high - low)
+    return [SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+
+
+@dataclass
+class _Collected:
+    """What came out of one sandbox process: capped output, the report, how it ended."""
+
+    out: tuple[bytes, bool]
+    err: tuple[bytes, bool]
+    report: bytes
+    returncode: int | None
+    timed_out: bool
+
+
+async def _supervise(
+    proc: asyncio.subprocess.Process,
+    report_r: int,
+    job: bytes,
+    limits: SandboxLimits,
+    isolation: str,
+) -> SandboxResult:
+    collected = await _collect(proc, report_r, job, limits)
+    records, files = _parse_report(collected.report, limits)
+    if not records and not collected.timed_out:
+        err = collected.err[0].decode("utf-8", errors="replace").strip()
+        message = err or f"exit code {collected.returncode}"
+        raise SandboxUnavailable(f"bubblewrap could not start the sandbox: {message}")
+    done = records[-1] if records and records[-1].get("event") == "done" else {}
+    exit_code = done.get("exit_code", collected.returncode)
+    timed_out = collected.timed_out or bool(done.get("timed_out"))
+    stdout, cut_out = _decode(*collected.out, limits.max_output_chars)
+    stderr, cut_err = _decode(*collected.err, limits.max_output_chars)
     return SandboxResult(
-        exit_code=code_,
+        exit_code=exit_code,
         stdout=stdout.rstrip("\n"),
         stderr=stderr.rstrip("\n"),
         timed_out=timed_out,
-        cpu_exceeded=code_ in (-signal.SIGXCPU, -signal.SIGKILL) and not timed_out,
+        cpu_exceeded=exit_code in (-signal.SIGXCPU, -signal.SIGKILL) and not timed_out,
         output_truncated=cut_out or cut_err,
         isolation=isolation,
-        artifacts=artifacts,
-        skipped_files=skipped,
+        artifacts=files,
+        skipped_files=[str(name) for name in done.get("skipped", [])][: limits.max_files * 10],
     )
+
+
+async def _collect(
+    proc: asyncio.subprocess.Process, report_r: int, job: bytes, limits: SandboxLimits
+) -> _Collected:
+    """Feed the job, read the three pipes (capped), and make sure the sandbox is gone:
+    on the wall clock, an error or a cancellation (Stop) alike."""
+    assert proc.stdout is not None and proc.stderr is not None and proc.stdin is not None
+    output_cap = limits.max_output_chars * 4 + 4
+    report_cap = min(limits.max_files * limits.max_file_bytes, limits.disk_mb * 1024 * 1024)
+    report_cap += 64 * 1024 + 1024 * limits.max_files
+    loop = asyncio.get_running_loop()
+    report = asyncio.StreamReader(loop=loop)
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(report, loop=loop), os.fdopen(report_r, "rb", 0)
+    )
+    readers = asyncio.gather(
+        _read_capped(proc.stdout, output_cap),
+        _read_capped(proc.stderr, output_cap),
+        _read_capped(report, report_cap),
+    )
+    timed_out = False
+    try:
+        with contextlib.suppress(OSError):  # bwrap failed before reading its job
+            proc.stdin.write(job)
+            await proc.stdin.drain()
+            proc.stdin.close()
+        try:
+            await asyncio.wait_for(proc.wait(), timeout=limits.wall_seconds + GRACE_SECONDS)
+        except TimeoutError:
+            timed_out = True
+        # bwrap's session: its sandboxed child dies with it (--die-with-parent).
+        _kill(proc)
+        await proc.wait()
+        out, err, (raw_report, _) = await readers
+    except BaseException:
+        _kill(proc)
+        readers.cancel()
+        with contextlib.suppress(BaseException):
+            await asyncio.shield(proc.wait())
+            await readers
+        raise
+    finally:
+        transport.close()
+    return _Collected(out, err, raw_report, proc.returncode, timed_out)
+
+
+def _kill(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+async def _read_capped(stream: asyncio.StreamReader, cap: int) -> tuple[bytes, bool]:
+    """The first ``cap`` bytes, and whether more came (read to the end and dropped)."""
+    kept = bytearray()
+    more = False
+    while chunk := await stream.read(65536):
+        room = cap - len(kept)
+        if room > 0:
+            kept += chunk[:room]
+        more = more or len(chunk) > room
+    return bytes(kept), more
+
+
+def _decode(data: bytes, more: bool, limit_chars: int) -> tuple[str, bool]:
+    text = data.decode("utf-8", errors="replace")
+    if len(text) > limit_chars:
+        return text[:limit_chars], True
+    return text, more
+
+
+def _parse_report(data: bytes, limits: SandboxLimits) -> tuple[list[dict], list[Artifact]]:
+    """The runner's records and files, re-checked (names, count, size); stops at damage."""
+    records: list[dict] = []
+    files: list[Artifact] = []
+    pos = 0
+    while (end := data.find(b"\n", pos)) != -1:
+        try:
+            record = json.loads(data[pos:end])
+        except ValueError:
+            break
+        if not isinstance(record, dict):
+            break
+        pos = end + 1
+        records.append(record)
+        if record.get("event") != "file":
+            continue
+        size = record.get("size")
+        if not isinstance(size, int) or size < 0 or pos + size > len(data):
+            break
+        content, pos = data[pos : pos + size], pos + size
+        name = _safe_name(record.get("name"))
+        if name and len(files) < limits.max_files and size <= limits.max_file_bytes:
+            mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
+            files.append(Artifact(name, mime, size, None, content))
+    return records, files
+
+
+def _safe_name(name: object) -> str | None:
+    """A relative path without ``..``, as the runner sends it; anything else is dropped."""
+    if not isinstance(name, str) or not name or "\0" in name or len(name) > 1000:
+        return None
+    path = PurePosixPath(name)
+    if path.is_absolute() or any(part in ("", ".", "..") for part in name.split("/")):
+        return None
+    return str(path)

@@ -1,11 +1,11 @@
 """``python``: run a short Python snippet in the sandbox (tools/sandbox.py).
 
-DISABLED BY DEFAULT. The sandbox limits CPU, memory, file size, processes and network
-(see tools/sandbox.py for exactly what holds), but a snippet can still read every
-world-readable file, and when the server does not run as root it runs as the server's
-own user. Enable it only on a machine where that is acceptable (a container running as
-root is the best case: the snippet drops to a throwaway uid in a network namespace).
-Files the snippet writes in its working directory become artifacts.
+The sandbox is bubblewrap's (kernel namespaces, a seccomp filter, resource limits): the
+snippet sees no file of the app, no socket and no network, and its scratch space is a
+size-limited tmpfs gone after the run (tools/bwrap.py lists what holds). Without bwrap
+the tool refuses to run. Still DISABLED BY DEFAULT: an admin decides that running
+model-written code on this machine is wanted. Files the snippet writes in its working
+directory become artifacts.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from engine import Tool, ToolResult
+from tools import sandbox_checks  # noqa: F401  (registers the sandbox's system check)
 from tools.artifacts import persist_artifacts
 from tools.registry import ToolContext, ToolSpec, register
-from tools.sandbox import SandboxLimits, SandboxUnavailable, run_python
+from tools.sandbox import GRACE_SECONDS, SandboxLimits, SandboxUnavailable, run_python
 
 __all__ = ["python_exec"]
 
@@ -46,6 +47,8 @@ def _limits(config: dict[str, Any]) -> SandboxLimits:
         max_file_bytes=pick("max_file_bytes", DEFAULTS.max_file_bytes, int),
         max_files=pick("max_files", DEFAULTS.max_files, int),
         max_output_chars=pick("max_output_chars", DEFAULTS.max_output_chars, int),
+        disk_mb=pick("disk_mb", DEFAULTS.disk_mb, int),
+        max_processes=pick("max_processes", DEFAULTS.max_processes, int),
         interpreter=pick("interpreter", None, str),
     )
 
@@ -70,7 +73,7 @@ def build(config: dict[str, Any], context: ToolContext) -> list[Tool]:
             "required": ["code"],
         },
         func=run,
-        timeout=limits.wall_seconds + 10,
+        timeout=limits.wall_seconds + GRACE_SECONDS + 5,
     )
     return persist_artifacts([tool], context)
 
@@ -90,10 +93,23 @@ SPEC = register(
                 "max_file_bytes": {"type": "integer", "minimum": 1024},
                 "max_files": {"type": "integer", "minimum": 0, "maximum": 100},
                 "max_output_chars": {"type": "integer", "minimum": 100},
+                "disk_mb": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 4096,
+                    "description": "Size of the snippet's scratch tmpfs (/tmp), in RAM.",
+                },
+                "max_processes": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 64,
+                    "description": "Processes and threads the snippet may have (1: none).",
+                },
                 "interpreter": {
                     "type": "string",
                     "description": "Python executable to run (default: this one, or the "
-                    "system's when privileges are dropped).",
+                    "system's when privileges are dropped); its installation is mounted "
+                    "read-only in the sandbox.",
                 },
             },
         },
@@ -104,6 +120,8 @@ SPEC = register(
             "max_file_bytes": DEFAULTS.max_file_bytes,
             "max_files": DEFAULTS.max_files,
             "max_output_chars": DEFAULTS.max_output_chars,
+            "disk_mb": DEFAULTS.disk_mb,
+            "max_processes": DEFAULTS.max_processes,
         },
     )
 )

@@ -1,0 +1,88 @@
+"""The app's data is private (issue 28): var/ and the media root 0700, their files 0600,
+whatever the umask, for a new install and for an existing one tightened at start.
+
+Each case is a fresh Python process under umask 022 with its own AGENTSITE_VAR_DIR: it
+imports the settings, writes through SQLite (WAL) and saves a media file through
+Django's default storage, the way the app does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from django.conf import settings
+
+SCRIPT = """
+import json, os, django
+django.setup()
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.db import connection
+with connection.cursor() as cursor:
+    cursor.execute("CREATE TABLE IF NOT EXISTS t (x INTEGER)")
+    cursor.execute("INSERT INTO t VALUES (1)")
+default_storage.save("artifacts/7/9/report.html", ContentFile(b"<h1>x</h1>"))
+var = os.environ["AGENTSITE_VAR_DIR"]
+modes = {}
+for root, dirs, files in os.walk(var):
+    for name in dirs + files:
+        path = os.path.join(root, name)
+        modes[os.path.relpath(path, var)] = oct(os.stat(path).st_mode & 0o777)
+modes["."] = oct(os.stat(var).st_mode & 0o777)
+print(json.dumps(modes))
+"""
+
+
+def _run_app(var: Path) -> dict[str, str]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"DATABASE_URL", "MEDIA_ROOT", "SECRET_KEY", "REDIS_URL"}
+    }
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "agentsite.settings",
+            "AGENTSITE_VAR_DIR": str(var),
+            "DEBUG": "true",
+        }
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=settings.BASE_DIR,
+        umask=0o022,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def _assert_private(modes: dict[str, str]) -> None:
+    for name in (".", "media", "media/artifacts", "media/artifacts/7", "media/artifacts/7/9"):
+        assert modes[name] == "0o700", (name, modes)
+    for name in ("db.sqlite3", "db.sqlite3-wal", "db.sqlite3-shm", "secret_key"):
+        assert modes[name] == "0o600", (name, modes)
+    assert modes["media/artifacts/7/9/report.html"] == "0o600"
+
+
+def test_a_new_install_is_private(tmp_path: Path):
+    _assert_private(_run_app(tmp_path / "var"))
+
+
+def test_an_existing_install_is_tightened(tmp_path: Path):
+    var = tmp_path / "var"
+    (var / "media").mkdir(parents=True)
+    for directory in (var, var / "media"):
+        directory.chmod(0o755)
+    for name in ("db.sqlite3", "secret_key"):
+        path = var / name
+        path.write_text("django-insecure-old-key" if name == "secret_key" else "")
+        path.chmod(0o644)
+    _assert_private(_run_app(var))
