@@ -10,7 +10,9 @@ only when:
   not loopback, private, link-local, multicast, reserved, unspecified, CGNAT
   (100.64.0.0/10), site-local, IPv4-mapped/compatible IPv6, NAT64 prefixes, or 6to4/Teredo
   addresses that embed a non-public IPv4;
-- or the admin's ``allow_hosts`` names the host (or a network holding its address).
+- or the admin's ``allow_hosts`` names the host (or a network holding its address);
+- or the admin's ``allow_origins`` names its origin: scheme, host and port. An origin opens
+  one service of an internal host, not every port of it (the database next to the API).
 
 :func:`vet_url` returns the resolved address; :mod:`tools.safehttp` connects to exactly that
 address, so a second DNS answer (rebinding) can never redirect the connection.
@@ -34,7 +36,9 @@ __all__ = [
     "UnsafeURLError",
     "VettedURL",
     "ip_is_public",
+    "origin_of",
     "parse_ip_literal",
+    "parse_origin",
     "static_resolver",
     "system_resolver",
     "vet_url",
@@ -42,8 +46,10 @@ __all__ = [
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], Awaitable[list[str]]]
+Origin = tuple[str, str, int]  # scheme, host (lower case, no trailing dot), port
 
 ALLOWED_SCHEMES = frozenset({"http", "https"})
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 _EXTRA_BLOCKED: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = tuple(
     ipaddress.ip_network(net)
@@ -105,21 +111,49 @@ def static_resolver(table: Mapping[str, Iterable[str]]) -> Resolver:
     return resolve
 
 
+def origin_of(url: httpx.URL) -> Origin:
+    """The origin of ``url``: scheme, host and port, the default port made explicit."""
+    host = url.host.lower().rstrip(".")
+    return url.scheme, host, url.port or DEFAULT_PORTS.get(url.scheme, 0)
+
+
+def parse_origin(text: str) -> Origin:
+    """The origin ``scheme://host[:port]`` spells; ValueError when it is anything more."""
+    try:
+        url = httpx.URL(text.strip())
+    except (httpx.InvalidURL, ValueError) as exc:
+        raise ValueError(f"invalid origin {text!r}: {exc}") from None
+    if (
+        url.scheme not in ALLOWED_SCHEMES
+        or not url.host
+        or url.userinfo
+        or url.path not in ("", "/")
+        or url.query
+        or url.fragment
+    ):
+        raise ValueError(f"invalid origin {text!r}: expected http(s)://host[:port]")
+    return origin_of(url)
+
+
 @dataclass
 class NetPolicy:
-    """What a tool may reach: the public internet, plus the admin's ``allow_hosts``.
+    """What a tool may reach: the public internet, plus the admin's allow-lists.
 
     ``allow_hosts`` entries are host names (exact, case-insensitive, ``*.example.com`` for
-    subdomains), IP addresses or networks in CIDR form.
+    subdomains), IP addresses or networks in CIDR form; they open every port of a host.
+    ``allow_origins`` entries are origins, ``http(s)://host[:port]``: they open that
+    scheme, host and port only.
     """
 
     allow_hosts: Iterable[str] = ()
     resolver: Resolver = system_resolver
+    allow_origins: Iterable[str] = ()
     _names: set[str] = field(init=False, repr=False)
     _wildcards: tuple[str, ...] = field(init=False, repr=False)
     _networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = field(
         init=False, repr=False
     )
+    _origins: frozenset[Origin] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         names: set[str] = set()
@@ -143,6 +177,7 @@ class NetPolicy:
         self._names = names
         self._wildcards = tuple(wildcards)
         self._networks = tuple(networks)
+        self._origins = frozenset(parse_origin(str(o)) for o in self.allow_origins or ())
 
     def host_allowed(self, host: str) -> bool:
         host = host.lower().rstrip(".")
@@ -150,6 +185,9 @@ class NetPolicy:
 
     def ip_allowed(self, ip: IPAddress) -> bool:
         return any(ip.version == net.version and ip in net for net in self._networks)
+
+    def origin_allowed(self, url: httpx.URL) -> bool:
+        return origin_of(url) in self._origins
 
 
 def parse_ip_literal(host: str) -> IPAddress | None:
@@ -234,7 +272,7 @@ async def vet_url(url: str | httpx.URL, policy: NetPolicy) -> VettedURL:
     parsed = _parse(url)
     host = parsed.host.lower()
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
-    name_allowed = policy.host_allowed(host)
+    name_allowed = policy.host_allowed(host) or policy.origin_allowed(parsed)
 
     literal = parse_ip_literal(host)
     if literal is not None:

@@ -4,6 +4,13 @@ The connection goes to the address :func:`tools.netguard.vet_url` vetted, never 
 DNS answer: the request URL carries the IP, the ``Host`` header carries the name, and for
 https the ``sni_hostname`` extension makes httpcore send SNI and verify the certificate for
 the name. Redirects are followed here, by hand, re-vetting each location.
+
+The caller's headers (API keys, the admin's endpoint headers) belong to the origin of the
+first request. A redirect to another origin (scheme, host or port) is, per
+``cross_origin``, followed without them (:data:`DROP_HEADERS`, the default), not followed
+at all (:data:`REFUSE`), or followed with them (:data:`FOLLOW`, for headers that carry
+nothing private, such as ``Accept``). Once dropped they stay dropped: a later hop back to
+the first origin goes to a path the other origin chose.
 """
 
 from __future__ import annotations
@@ -16,19 +23,37 @@ from typing import Any
 
 import httpx
 
-from tools.netguard import NetPolicy, UnsafeURLError, VettedURL, vet_url
+from tools.netguard import NetPolicy, Origin, UnsafeURLError, VettedURL, origin_of, vet_url
 
-__all__ = ["FetchError", "FetchedResponse", "safe_request"]
+__all__ = [
+    "CROSS_ORIGIN_POLICIES",
+    "DROP_HEADERS",
+    "FOLLOW",
+    "REFUSE",
+    "CrossOriginRedirectError",
+    "FetchError",
+    "FetchedResponse",
+    "safe_request",
+]
 
 DEFAULT_MAX_BYTES = 2 * 1024 * 1024
 DEFAULT_TIMEOUT = 15.0
 MAX_REDIRECTS = 5
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 USER_AGENT = "agentsite/0.1 (+https://github.com/agentsite; tool fetch)"
+# What a redirect to another origin does with the caller's headers (see the docstring).
+DROP_HEADERS = "follow_without_headers"
+REFUSE = "refuse"
+FOLLOW = "follow"
+CROSS_ORIGIN_POLICIES = (DROP_HEADERS, REFUSE, FOLLOW)
 
 
 class FetchError(Exception):
     """The request failed (network, timeout, too many redirects); message is user-safe."""
+
+
+class CrossOriginRedirectError(FetchError):
+    """A redirect to another origin, with ``cross_origin=REFUSE``."""
 
 
 @dataclass
@@ -74,6 +99,18 @@ def _pinned(vetted: VettedURL) -> tuple[httpx.URL, dict[str, str], dict[str, Any
     return url, {"Host": host_header}, extensions
 
 
+def _origin(url: httpx.URL) -> Origin | None:
+    """The origin of a redirect location; None (another origin) for a non-http(s) one."""
+    return origin_of(url) if url.scheme in ("http", "https") and url.host else None
+
+
+def _shown(origin: Origin | None) -> str:
+    if origin is None:
+        return "not an http(s) URL"
+    scheme, host, port = origin
+    return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
+
+
 def _is_name(host: str) -> bool:
     try:
         ipaddress.ip_address(host.strip("[]"))
@@ -94,13 +131,16 @@ async def safe_request(
     timeout: float = DEFAULT_TIMEOUT,
     max_redirects: int = MAX_REDIRECTS,
     verify: bool | ssl.SSLContext = True,
+    cross_origin: str = DROP_HEADERS,
 ) -> FetchedResponse:
     """Send one request (following up to ``max_redirects`` vetted redirects).
 
     Raises :class:`~tools.netguard.UnsafeURLError` when any hop is refused and
-    :class:`FetchError` for network failures. The body is read up to ``max_bytes``
-    (decompressed), the rest dropped and ``truncated`` set. ``timeout`` bounds the whole
-    exchange, redirects included, so a server dripping bytes cannot hold a run.
+    :class:`FetchError` for network failures (:class:`CrossOriginRedirectError` for a
+    redirect to another origin with ``cross_origin=REFUSE``). The body is read up to
+    ``max_bytes`` (decompressed), the rest dropped and ``truncated`` set. ``timeout``
+    bounds the whole exchange, redirects included, so a server dripping bytes cannot hold
+    a run.
     """
     try:
         async with asyncio.timeout(timeout):
@@ -115,6 +155,7 @@ async def safe_request(
                 timeout,
                 max_redirects,
                 verify,
+                cross_origin,
             )
     except TimeoutError:
         raise FetchError(f"timed out after {timeout:g} s fetching {url}") from None
@@ -131,23 +172,31 @@ async def _request(
     timeout: float,
     max_redirects: int,
     verify: bool | ssl.SSLContext,
+    cross_origin: str,
 ) -> FetchedResponse:
+    if cross_origin not in CROSS_ORIGIN_POLICIES:
+        raise ValueError(f"cross_origin must be one of {CROSS_ORIGIN_POLICIES}")
     current: str | httpx.URL = url
     if params:
         await vet_url(url, policy)  # the same refusal messages for a bad base URL
         current = httpx.URL(url).copy_merge_params(params)
     base_headers = {"User-Agent": USER_AGENT, "Accept-Encoding": "gzip, deflate"}
-    base_headers.update(headers or {})
+    caller_headers = dict(headers or {})
+    first_origin: Origin | None = None
     async with httpx.AsyncClient(
         timeout=httpx.Timeout(timeout), follow_redirects=False, verify=verify, trust_env=False
     ) as client:
         for _hop in range(max_redirects + 1):
             vetted = await vet_url(current, policy)
+            if first_origin is None:
+                first_origin = origin_of(vetted.url)
+            elif origin_of(vetted.url) != first_origin and cross_origin == DROP_HEADERS:
+                caller_headers = {}  # (REFUSE stopped at the redirect)
             target, host_header, extensions = _pinned(vetted)
             request = client.build_request(
                 method,
                 target,
-                headers={**base_headers, **host_header},
+                headers={**base_headers, **caller_headers, **host_header},
                 json=body,
                 extensions=extensions,
             )
@@ -166,6 +215,11 @@ async def _request(
                         current = vetted.url.join(location)
                     except (httpx.InvalidURL, ValueError) as exc:
                         raise UnsafeURLError(f"invalid redirect location: {exc}") from None
+                    if cross_origin == REFUSE and _origin(current) != first_origin:
+                        raise CrossOriginRedirectError(
+                            f"{vetted.url} redirected to another origin "
+                            f"({_shown(_origin(current))}); not followed"
+                        )
                     if response.status_code == 303 or (
                         response.status_code in (301, 302) and method.upper() == "POST"
                     ):

@@ -7,6 +7,7 @@ import ssl
 import threading
 from http.server import ThreadingHTTPServer
 
+import httpx
 import pytest
 
 from tests.tlscert import self_signed_certificate
@@ -16,12 +17,14 @@ from tools.netguard import (
     NetPolicy,
     UnsafeURLError,
     ip_is_public,
+    origin_of,
     parse_ip_literal,
+    parse_origin,
     static_resolver,
     system_resolver,
     vet_url,
 )
-from tools.safehttp import FetchError, safe_request
+from tools.safehttp import FOLLOW, REFUSE, CrossOriginRedirectError, FetchError, safe_request
 
 # Names a test resolver answers; anything else goes to the system resolver (only
 # "localhost" is used that way, answered offline from /etc/hosts).
@@ -297,3 +300,57 @@ async def test_https_sends_sni_and_verifies_the_name(web_server, tls_server):
     assert ok.content == b"over tls" and seen_sni == ["secure.test"]
     with pytest.raises(FetchError):
         await safe_request("GET", f"https://wrong.test:{port}/", policy=policy, verify=client_ctx)
+
+
+# --- origins: allow-listing and redirects ------------------------------------------------
+
+
+async def test_allow_origins_open_a_scheme_host_and_port_only():
+    resolver = static_resolver({"api.corp.test": ["10.0.0.5"]})
+    policy = NetPolicy(
+        allow_origins=["http://api.corp.test:8080", "https://10.0.0.6"], resolver=resolver
+    )
+    assert (await vet_url("http://API.corp.test.:8080/v1?x=1", policy)).allowlisted
+    assert (await vet_url("https://10.0.0.6:443/", policy)).allowlisted
+    for url in (
+        "http://api.corp.test/",  # port 80
+        "http://api.corp.test:5432/",  # the database next to the API
+        "https://api.corp.test:8080/",  # another scheme
+        "http://10.0.0.6/",
+        "http://10.0.0.6:8443/",
+    ):
+        with pytest.raises(UnsafeURLError):
+            await vet_url(url, policy)
+
+
+@pytest.mark.parametrize(
+    "text", ["10.0.0.5", "http://a.test/path", "ftp://a.test", "http://u@a.test", "http://a.test?x"]
+)
+def test_an_allow_origins_entry_must_be_an_origin(text):
+    with pytest.raises(ValueError, match="invalid origin"):
+        NetPolicy(allow_origins=[text])
+
+
+async def test_cross_origin_redirects_drop_the_callers_headers_by_default(web_server):
+    """``a.test`` and ``b.test`` are one server: only the host name differs."""
+    web_server.route("/go", status=302, Location=web_server.url("/next", host="b.test"))
+    web_server.route("/next", body="done", Content_Type="text/plain")
+    resolver = static_resolver({"a.test": ["127.0.0.1"], "b.test": ["127.0.0.1"]})
+    policy = NetPolicy(allow_hosts=["127.0.0.1/32"], resolver=resolver)
+    start = web_server.url("/go", host="a.test")
+    headers = {"Authorization": "Bearer s3cret"}
+    dropped = await safe_request("GET", start, policy=policy, headers=headers)
+    assert dropped.content == b"done"
+    assert "Authorization" in web_server.requests[0].headers
+    assert "Authorization" not in web_server.requests[1].headers
+    kept = await safe_request("GET", start, policy=policy, headers=headers, cross_origin=FOLLOW)
+    assert kept.content == b"done" and "Authorization" in web_server.requests[3].headers
+    with pytest.raises(CrossOriginRedirectError, match=r"another origin \(http://b\.test:"):
+        await safe_request("GET", start, policy=policy, headers=headers, cross_origin=REFUSE)
+    assert len(web_server.requests) == 5  # the refused redirect was not followed
+
+
+def test_origin_of_makes_default_ports_explicit():
+    assert origin_of(httpx.URL("https://A.test./x")) == ("https", "a.test", 443)
+    assert origin_of(httpx.URL("http://a.test:443/")) == ("http", "a.test", 443)
+    assert parse_origin("http://[::1]:8000") == ("http", "::1", 8000)

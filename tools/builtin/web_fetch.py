@@ -18,7 +18,13 @@ from markdownify import MarkdownConverter
 from engine import Tool, ToolResult
 from tools.netguard import NetPolicy, UnsafeURLError
 from tools.registry import ToolContext, ToolSpec, register
-from tools.safehttp import DEFAULT_MAX_BYTES, FetchedResponse, FetchError, safe_request
+from tools.safehttp import (
+    DEFAULT_MAX_BYTES,
+    FOLLOW,
+    FetchedResponse,
+    FetchError,
+    safe_request,
+)
 
 __all__ = ["html_to_markdown", "response_to_text", "truncate", "web_fetch"]
 
@@ -92,7 +98,7 @@ async def web_fetch(
     try:
         response = await safe_request(
             "GET", url, policy=policy, max_bytes=max_bytes, timeout=timeout,
-            headers={"Accept": ACCEPT},
+            headers={"Accept": ACCEPT}, cross_origin=FOLLOW,  # nothing private to drop
         )  # fmt: skip
     except UnsafeURLError as exc:
         return ToolResult(f"Error: URL refused: {exc}", is_error=True)
