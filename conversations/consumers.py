@@ -17,6 +17,7 @@ from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from agentsite.converters import DB_ID_MAX
 from conversations import selectors
 from conversations.eventlog import REREAD_AFTER, read_through
 from conversations.runs.db import db
@@ -96,9 +97,19 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self.send(text_data=html)
 
 
+class UnknownPathConsumer(AsyncWebsocketConsumer):
+    """Any other websocket path (or an id no row can have): refused at the handshake,
+    instead of the router's "no route" exception."""
+
+    async def connect(self) -> None:
+        await self.close(code=4404)
+
+
 def _after(scope) -> int:
-    query = parse_qs(scope.get("query_string", b"").decode())
+    """The page's last event id (``?after=N``); anything unusable means from the start."""
+    query = parse_qs(scope.get("query_string", b"").decode(errors="replace"))
     try:
-        return max(0, int(query.get("after", ["0"])[0]))
+        after = int(query.get("after", ["0"])[0])
     except ValueError:
         return 0
+    return after if 0 <= after <= DB_ID_MAX else 0

@@ -1,9 +1,10 @@
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import path, re_path
 
 from conversations import consumers
 
 websocket_urlpatterns = [
-    path("ws/conversations/<int:conversation_id>/", consumers.ConversationConsumer.as_asgi()),
+    path("ws/conversations/<id:conversation_id>/", consumers.ConversationConsumer.as_asgi()),
+    re_path(r"", consumers.UnknownPathConsumer.as_asgi()),
 ]

@@ -7,6 +7,6 @@ from django.urls import path
 from tools import views
 
 urlpatterns = [
-    path("<int:artifact_id>/download/", views.artifact_download, name="artifact_download"),
-    path("<int:artifact_id>/preview/", views.artifact_preview, name="artifact_preview"),
+    path("<id:artifact_id>/download/", views.artifact_download, name="artifact_download"),
+    path("<id:artifact_id>/preview/", views.artifact_preview, name="artifact_preview"),
 ]

@@ -5,6 +5,8 @@
 - ``Authorization: Bearer <token>`` authenticates with a personal API token; a wrong or
   revoked token is refused (401) even if a session cookie is present. Without the header
   the browser session is used. Anonymous requests get 401 JSON, never a login redirect.
+- Failed tokens count against the client's address: past the limit every bearer request
+  from it is refused (429) for a while (:mod:`conversations.lockout`).
 - Bearer requests need no CSRF token (a cross-site page cannot set that header);
   session-authenticated unsafe requests must pass Django's CSRF check, as forms do.
 - Each client (token, or user for sessions) is rate limited (429 with Retry-After).
@@ -23,6 +25,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 
 from agentsite.errors import ApplicationError
+from conversations import lockout
 from conversations.api import ratelimit
 from conversations.api.tokens import token_verify
 
@@ -70,8 +73,12 @@ def _front_door(request: HttpRequest, methods: tuple[str, ...]) -> HttpResponse 
         scheme, _, credentials = header.partition(" ")
         if scheme.lower() != "bearer" or not credentials.strip():
             return _unauthorized("Use the header 'Authorization: Bearer <token>'.")
+        if not lockout.bearer_allowed(request):  # refused before any token is checked
+            return lockout.bearer_lockout_response()
         token = token_verify(credentials)
         if token is None:
+            if lockout.bearer_failed(request):
+                return lockout.bearer_lockout_response()
             return _unauthorized("The API token is wrong or has been revoked.")
         request.user = token.user
         request.api_token = token  # type: ignore[attr-defined]

@@ -8,11 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentsite.converters import DB_ID_MAX
+from conversations.api.views import LIST_LIMIT_MAX, LIST_OFFSET_MAX
+
 __all__ = ["openapi_document"]
 
 _NULLABLE_INT = {"type": ["integer", "null"]}
 _NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time"}
 _TIME = {"type": "string", "format": "date-time"}
+# A larger id or event number cannot exist (a 64-bit column): 404 in a path, 400 elsewhere.
+_EVENT_ID = {"type": "integer", "minimum": 0, "maximum": DB_ID_MAX}
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -33,7 +38,7 @@ def _id_param(name: str, what: str) -> dict[str, Any]:
         "in": "path",
         "required": True,
         "description": f"The {what}'s id (another user's id answers 404).",
-        "schema": {"type": "integer"},
+        "schema": {"type": "integer", "minimum": 1, "maximum": DB_ID_MAX},
     }
 
 
@@ -245,12 +250,27 @@ def _paths() -> dict[str, Any]:
                     {
                         "name": "limit",
                         "in": "query",
-                        "schema": {"type": "integer", "default": 100, "maximum": 500},
+                        "schema": {
+                            "type": "integer",
+                            "default": 100,
+                            "minimum": 1,
+                            "maximum": LIST_LIMIT_MAX,
+                        },
                     },
-                    {"name": "offset", "in": "query", "schema": {"type": "integer", "default": 0}},
+                    {
+                        "name": "offset",
+                        "in": "query",
+                        "schema": {
+                            "type": "integer",
+                            "default": 0,
+                            "minimum": 0,
+                            "maximum": LIST_OFFSET_MAX,
+                        },
+                    },
                 ],  # fmt: skip
                 "responses": {
                     "200": _json(_ref("ConversationList"), "Your conversations."),
+                    "400": _error("BadRequest"),
                     **auth_errors,
                 },
             },
@@ -275,6 +295,7 @@ def _paths() -> dict[str, Any]:
                 "responses": {
                     "201": _json(_ref("ConversationDetail"), "Created."),
                     "400": _error("BadRequest"),
+                    "413": _error("TooLarge"),
                     **auth_errors,
                 },
             },
@@ -309,6 +330,7 @@ def _paths() -> dict[str, Any]:
                     "200": _json(_ref("ConversationDetail"), "Updated."),
                     "400": _error("BadRequest"),
                     "404": _error("NotFound"),
+                    "413": _error("TooLarge"),
                     **auth_errors,
                 },
             },
@@ -357,13 +379,13 @@ def _paths() -> dict[str, Any]:
                     {
                         "name": "Last-Event-ID",
                         "in": "header",
-                        "schema": {"type": "integer"},
+                        "schema": _EVENT_ID,
                         "description": "Replay everything after this event id.",
                     },
                     {
                         "name": "after",
                         "in": "query",
-                        "schema": {"type": "integer"},
+                        "schema": _EVENT_ID,
                         "description": "Same as Last-Event-ID (the header wins).",
                     },
                     {
@@ -555,7 +577,7 @@ def openapi_document() -> dict[str, Any]:
                 "Conflict": _json(error, "Already decided, or the run has ended."),
                 "TooLarge": _json(error, "The message or request body is over the limit."),
                 "TooManyRequests": {
-                    **_json(error, "Rate limited."),
+                    **_json(error, "Rate limited, or locked out after failed API tokens."),
                     "headers": {
                         "Retry-After": {
                             "description": "Seconds to wait.",

@@ -19,9 +19,9 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 
-from agentsite.errors import ApplicationError
 from conversations import selectors
 from conversations.api.auth import api_view
+from conversations.api.params import whole_number
 from conversations.eventlog import REREAD_AFTER, read_through
 from conversations.models import Run, RunEvent
 from conversations.numbering import last_event_seq
@@ -47,16 +47,7 @@ def _start_after(request: HttpRequest) -> int | None:
     ):
         if raw is None or raw.strip() == "":
             continue
-        try:
-            value = int(raw.strip())
-        except ValueError:
-            value = -1
-        if value < 0:
-            raise ApplicationError(
-                f"{name} must be a non-negative event id.",
-                extra={name: ["Must be an integer >= 0."]},
-            )
-        return value
+        return whole_number(raw, name=name, default=0)  # 0..2**63-1, else 400
     return None
 
 

@@ -7,10 +7,8 @@ and selectors as the HTMX views, so the API and the browser cannot drift apart.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from django.core.exceptions import RequestDataTooBig
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
@@ -18,54 +16,22 @@ from django.urls import reverse
 from agentsite.errors import ApplicationError
 from conversations import selectors, services
 from conversations.api.auth import api_view, json_error
+from conversations.api.body import read_json_object
+from conversations.api.params import DB_ID_MAX, whole_number
 from conversations.models import CompactionSummary, Conversation, Message, Run
 from conversations.numbering import last_event_seq
 
 LIST_LIMIT_DEFAULT = 100
 LIST_LIMIT_MAX = 500
-# JSON may spell one character as a 12-byte surrogate-pair escape: never refuse a body
-# whose message could still be within the character limit, but refuse before parsing
-# anything larger.
-BODY_BYTES_PER_CHAR = 12
-BODY_OVERHEAD_BYTES = 64 * 1024
-
-
-def body_max_bytes() -> int:
-    return services.message_max_chars() * BODY_BYTES_PER_CHAR + BODY_OVERHEAD_BYTES
+LIST_OFFSET_MAX = DB_ID_MAX - LIST_LIMIT_MAX  # the page's end must fit a 64-bit OFFSET + LIMIT
 
 
 # --------------------------------------------------------------------------- input
 
 
 def _json_body(request: HttpRequest) -> dict[str, Any]:
-    """The request's JSON object; 413 when too large (checked before reading), 400 if bad."""
-    limit = body_max_bytes()
-    too_large = ApplicationError(
-        f"The request body is too large (the limit is {limit:,} bytes).", code="too_large"
-    )
-    try:
-        declared = int(request.headers.get("Content-Length") or 0)
-    except ValueError:
-        declared = 0
-    if declared > limit:
-        raise too_large
-    try:
-        raw = request.body
-    except RequestDataTooBig:
-        raise too_large from None
-    if len(raw) > limit:
-        raise too_large
-    if not raw.strip():
-        return {}
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ApplicationError(f"The request body is not valid JSON: {exc}.") from None
-    if not isinstance(data, dict):
-        raise ApplicationError(
-            "The request body must be a JSON object.", extra={"__all__": ["Expected an object."]}
-        )
-    return data
+    """The request's JSON object (:mod:`conversations.api.body`: 413, or 400 if bad)."""
+    return read_json_object(request)
 
 
 def _check_fields(data: dict[str, Any], allowed: set[str]) -> None:
@@ -201,14 +167,16 @@ def model_out(model) -> dict[str, Any]:
 def conversation_list_create(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         return _conversation_create(request)
-    try:
-        limit = min(LIST_LIMIT_MAX, max(1, int(request.GET.get("limit", LIST_LIMIT_DEFAULT))))
-        offset = max(0, int(request.GET.get("offset", 0)))
-    except ValueError:
-        raise ApplicationError(
-            "'limit' and 'offset' must be whole numbers.",
-            extra={"limit": ["Must be a whole number."], "offset": ["Must be a whole number."]},
-        ) from None
+    limit = whole_number(
+        request.GET.get("limit"),
+        name="limit",
+        default=LIST_LIMIT_DEFAULT,
+        minimum=1,
+        maximum=LIST_LIMIT_MAX,
+    )
+    offset = whole_number(
+        request.GET.get("offset"), name="offset", default=0, maximum=LIST_OFFSET_MAX
+    )
     qs = selectors.conversation_list(
         user=request.user,
         search=request.GET.get("q", "").strip(),
@@ -358,8 +326,9 @@ schema.login_required = False  # type: ignore[attr-defined]
 
 
 def not_found(request: HttpRequest, path: str = "") -> HttpResponse:
-    """Unknown /api/ paths answer JSON, not the HTML 404 page or a login redirect."""
-    return json_error(404, "No such API endpoint. See /api/schema.")
+    """Unknown /api/ paths answer JSON, not the HTML 404 page or a login redirect (ids
+    too large for the database land here too: the ``<id:...>`` converter refuses them)."""
+    return json_error(404, "Not found: no such API endpoint or id. See /api/schema.")
 
 
 not_found.login_required = False  # type: ignore[attr-defined]

@@ -1,0 +1,34 @@
+"""Whole numbers read from query strings and headers, refused (400) when out of range.
+
+``int()`` accepts any length of digits, and a number past 64 bits reached the database
+as an ``OFFSET`` or a comparison it cannot hold (a 500). Every integer the API reads from
+a request goes through :func:`whole_number`, with the range its use allows.
+"""
+
+from __future__ import annotations
+
+from agentsite.converters import DB_ID_MAX
+from agentsite.errors import ApplicationError
+
+__all__ = ["DB_ID_MAX", "whole_number"]
+
+
+def whole_number(
+    raw: str | None,
+    *,
+    name: str,
+    default: int,
+    minimum: int = 0,
+    maximum: int = DB_ID_MAX,
+) -> int:
+    """``raw`` as an int in ``[minimum, maximum]``; ``default`` when absent or blank."""
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = None
+    if value is None or not minimum <= value <= maximum:
+        message = f"'{name}' must be a whole number from {minimum} to {maximum}."
+        raise ApplicationError(message, extra={name: [message]})
+    return value
