@@ -101,6 +101,10 @@ class LLMModelAdmin(admin.ModelAdmin):
     filter_horizontal = ["allowed_groups"]
     readonly_fields = ["capabilities", "probed_at"]
     actions = ["probe_capabilities", "apply_verified_abilities", "make_default"]
+
+    class Media:
+        css = {"all": ["llms/admin.css"]}  # capabilities.html: classes, no inline style (CSP)
+
     fieldsets = [
         (None, {"fields": ["provider", "model_id", "display_name", "enabled", "is_default"]}),
         (
@@ -247,6 +251,9 @@ class UsageRecordAdmin(admin.ModelAdmin):
     list_select_related = ["user", "model"]
     date_hierarchy = "day"
     search_fields = ["user__username", "model__model_id", "model__display_name"]
+
+    class Media:
+        css = {"all": ["llms/admin.css"]}  # the totals tables: classes, no inline style (CSP)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

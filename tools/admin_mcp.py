@@ -90,6 +90,10 @@ class MCPServerAdmin(admin.ModelAdmin):
     search_fields = ["name", "description", "command", "url"]
     filter_horizontal = ["allowed_groups"]
     actions = ["check_connection"]
+
+    class Media:
+        css = {"all": ["tools/admin.css"]}  # the health badge: classes, no inline style (CSP)
+
     readonly_fields = [
         "health_badge", "last_checked_at", "last_error", "tools_refreshed_at", "tool_list",
         "secrets_state",
@@ -114,11 +118,9 @@ class MCPServerAdmin(admin.ModelAdmin):
 
     @admin.display(description="Health", ordering="health_status")
     def health_badge(self, obj: MCPServer) -> str:
-        colours = {"ok": "#2e7d32", "error": "#c62828", "unknown": "#757575"}
+        status = obj.health_status if obj.health_status in ("ok", "error") else "unknown"
         return format_html(
-            '<strong style="color:{}">{}</strong>',
-            colours.get(obj.health_status, "#757575"),
-            obj.get_health_status_display(),
+            '<strong class="mcp-health--{}">{}</strong>', status, obj.get_health_status_display()
         )
 
     @admin.display(description="Tools")

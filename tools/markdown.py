@@ -1,8 +1,10 @@
 """Markdown to safe HTML for answers and artifacts.
 
 markdown-it-py renders (raw HTML in the source is escaped, not passed through), Pygments
-highlights fenced code, and nh3 (ammonia) sanitises the result as a second line of
-defence, so nothing a model or tool writes can run script in the page.
+highlights fenced code (with classes: the CSP refuses inline styles, ``highlight.py``),
+and nh3 (ammonia) sanitises the result as a second line of defence, so nothing a model or
+tool writes can run script in the page. Remote images become links
+(``markdown_images.py``): nothing a model writes makes the browser fetch from another host.
 
 Rendering is the largest cost of a chat page, and a reload re-renders every answer of
 the conversation, so each process keeps recently rendered answers (``CACHE_CHARACTERS``).
@@ -17,14 +19,11 @@ from collections import OrderedDict
 import nh3
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
-from pygments import highlight
-from pygments.formatters import HtmlFormatter
-from pygments.lexers import get_lexer_by_name
-from pygments.util import ClassNotFound
+
+from tools.highlight import TOKEN_CLASSES, highlight_code
+from tools.markdown_images import REMOTE_IMAGE_CLASS, attribute_filter, render_image
 
 __all__ = ["render_markdown"]
-
-_FORMATTER = HtmlFormatter(nowrap=True, noclasses=True, style="friendly")
 
 ALLOWED_TAGS = {
     "a", "b", "blockquote", "br", "code", "del", "em", "h1", "h2", "h3", "h4", "h5", "h6",
@@ -34,23 +33,18 @@ ALLOWED_TAGS = {
 ALLOWED_ATTRIBUTES = {
     "a": {"href", "title"},
     "img": {"src", "alt", "title"},
-    "span": {"style"},
     "code": {"class"},
     "pre": {"class"},
     "th": {"align"},
     "td": {"align"},
     "div": {"class"},
 }
+ALLOWED_CLASSES = {"span": set(TOKEN_CLASSES), "a": {REMOTE_IMAGE_CLASS}}
+ALLOWED_ATTRIBUTE_VALUES = {"a": {"target": {"_blank"}}}  # remote images open apart
 
 
 def _highlight(code: str, lang: str, _attrs: str) -> str:
-    try:
-        lexer = get_lexer_by_name(lang.strip()) if lang.strip() else None
-    except ClassNotFound:
-        lexer = None
-    if lexer is None:
-        return ""  # markdown-it escapes and wraps it itself
-    return highlight(code, lexer, _FORMATTER)
+    return highlight_code(code, lang) or ""  # "": markdown-it escapes and wraps it itself
 
 
 _MD = (
@@ -58,6 +52,7 @@ _MD = (
     .enable("table")
     .enable("strikethrough")
 )
+_MD.add_render_rule("image", render_image)
 
 
 CACHE_CHARACTERS = 8_000_000  # per process: source + HTML kept (8 MB of ASCII, more otherwise)
@@ -106,16 +101,19 @@ def render_markdown(text: str) -> SafeString:
     return mark_safe(rendered)  # noqa: S308 - sanitised by nh3 in _render
 
 
+_SANITISER = nh3.Cleaner(
+    tags=ALLOWED_TAGS,
+    attributes=ALLOWED_ATTRIBUTES,
+    allowed_classes=ALLOWED_CLASSES,
+    tag_attribute_values=ALLOWED_ATTRIBUTE_VALUES,
+    attribute_filter=attribute_filter,  # data: for images only, no remote image
+    url_schemes={"http", "https", "mailto", "data"},
+    link_rel="noopener noreferrer nofollow",
+)
+
+
 def _render(text: str) -> str:
-    rendered = _MD.render(text)
-    return nh3.clean(
-        rendered,
-        tags=ALLOWED_TAGS,
-        attributes=ALLOWED_ATTRIBUTES,
-        url_schemes={"http", "https", "mailto"},
-        link_rel="noopener noreferrer nofollow",
-        filter_style_properties={"color", "font-weight", "font-style", "background-color"},
-    )
+    return _SANITISER.clean(_MD.render(text))
 
 
 def escape(text: str) -> str:

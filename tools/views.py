@@ -1,13 +1,20 @@
 """Artifact download and preview, for the conversation's owner only (404 for anyone else).
 
-Previews of HTML (and SVG and other active types) are served with a ``sandbox`` CSP:
-the browser gives the document an opaque origin and runs no script, so even when it is
-framed by the chat page (``<iframe sandbox>``, allowed by ``X-Frame-Options:
-SAMEORIGIN`` on this view only) it cannot read the page, its cookies or the API.
+Every artifact response carries its own Content-Security-Policy (django-csp's ``@csp``
+replaces the site's policy on these views), at least as strict as the site's in every
+directive but one: the preview may be framed by the chat page (``frame-ancestors 'self'``
+and ``X-Frame-Options: SAMEORIGIN``, on the preview only). ``sandbox`` gives the document
+an opaque origin and runs no script, so even framed (``<iframe sandbox>``) it cannot read
+the page, its cookies or the API; ``default-src 'none'`` lets it load nothing but the
+stylesheets of a markdown document and ``data:`` images, so it cannot send anything
+anywhere either. A tool's HTML keeps its markup but loses its inline styles (no
+``'unsafe-inline'``, as on the site).
 """
 
 from __future__ import annotations
 
+from csp.constants import NONE, SELF
+from csp.decorators import csp
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
@@ -19,7 +26,16 @@ from tools.models import Artifact
 
 __all__ = ["artifact_download", "artifact_preview"]
 
-PREVIEW_CSP = "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+ARTIFACT_POLICY: dict[str, list[str]] = {
+    "sandbox": [],  # no allow-* token: opaque origin, no script, forms, popups or navigation
+    "default-src": [NONE],
+    "style-src": [SELF],  # the stylesheets of a markdown document (artifact_document.html)
+    "img-src": ["data:"],
+    "frame-ancestors": [NONE],
+    "base-uri": [NONE],
+    "form-action": [NONE],
+}
+PREVIEW_POLICY = {**ARTIFACT_POLICY, "frame-ancestors": [SELF]}  # framed by the chat page
 
 
 def _owned_artifact(request: HttpRequest, artifact_id: int) -> Artifact:
@@ -31,7 +47,6 @@ def _owned_artifact(request: HttpRequest, artifact_id: int) -> Artifact:
 
 
 def _harden(response: HttpResponse) -> HttpResponse:
-    response["Content-Security-Policy"] = PREVIEW_CSP
     response["X-Content-Type-Options"] = "nosniff"
     response["Referrer-Policy"] = "no-referrer"
     response["Cross-Origin-Resource-Policy"] = "same-origin"
@@ -41,6 +56,7 @@ def _harden(response: HttpResponse) -> HttpResponse:
 
 @require_GET
 @login_required
+@csp(ARTIFACT_POLICY)
 def artifact_download(request: HttpRequest, artifact_id: int) -> HttpResponse:
     artifact = _owned_artifact(request, artifact_id)
     try:
@@ -58,6 +74,7 @@ def artifact_download(request: HttpRequest, artifact_id: int) -> HttpResponse:
 
 @require_GET
 @login_required
+@csp(PREVIEW_POLICY)
 @xframe_options_sameorigin
 def artifact_preview(request: HttpRequest, artifact_id: int) -> HttpResponse:
     """The artifact as a document for a sandboxed iframe (HTML, markdown, text, images)."""

@@ -13,6 +13,12 @@
     }
   });
 
+  // A message that was sent clears the composer; what a refusal or outage kept stays.
+  // (A listener, not hx-on: the Content-Security-Policy refuses the eval hx-on needs.)
+  form.addEventListener("htmx:afterRequest", function (event) {
+    if (event.detail.elt === form && event.detail.successful) form.reset();
+  });
+
   function nearBottom() {
     return window.innerHeight + window.scrollY >= document.body.scrollHeight - 160;
   }

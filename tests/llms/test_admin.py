@@ -187,6 +187,8 @@ def test_probe_and_apply_buttons(admin_client, rows, full_server):
     assert b"5/6 checks passed" in response.content
     html = response.content.decode()
     assert "Declared" in html and "Verified" in html and "(differs)" in html
+    assert 'class="differs"' in html and ' style="' not in html  # the CSP refuses style=""
+    assert "llms/admin.css" in html
     assert "rejected a forced tool_choice" in html
     assert SECRET_KEY_VALUE not in html
 
@@ -214,6 +216,7 @@ def test_usage_changelist_shows_totals(admin_client, rows, other_user):
     assert "Totals for the current filter" in html
     assert "<td>200</td>" in html  # 150 (alice) + 50 (bob)
     assert "alice" in html and "bob" in html and "Model One" in html
+    assert 'class="usage-breakdown"' in html and ' style="' not in html  # the CSP refuses it
     filtered = admin_client.get(
         reverse("admin:llms_usagerecord_changelist") + f"?user__id__exact={other_user.pk}"
     )

@@ -69,6 +69,9 @@ def test_blank_secret_keeps_value_and_action_reports_failures(staff_client):
     assert (
         "Gone: connection failed: MCP server &#x27;gone&#x27; failed" in response.content.decode()
     )
+    listing = response.content.decode()  # the badge: a class, as the CSP refuses style=""
+    assert '<strong class="mcp-health--error">Error</strong>' in listing
+    assert ' style="' not in listing and "tools/admin.css" in listing
 
 
 def test_invalid_secret_json_is_rejected(staff_client):

@@ -10,6 +10,7 @@ from django.urls import reverse
 import engine
 from agentsite.errors import ApplicationError
 from conversations.models import Conversation, Run
+from tests.csp import parse_policy
 from tools.artifacts import (
     artifact_persist_results,
     artifact_save,
@@ -149,9 +150,13 @@ def test_preview_of_html_is_sandboxed(media_root, conversation, run, user_client
     response = user_client.get(reverse("artifact_preview", args=[row.pk]))
     assert response.status_code == 200
     assert response["Content-Type"] == "text/html; charset=utf-8"
-    csp = response["Content-Security-Policy"]
-    assert csp.startswith("sandbox;") and "allow-scripts" not in csp
-    assert "allow-same-origin" not in csp and "default-src 'none'" in csp
+    policy = parse_policy(response["Content-Security-Policy"])
+    assert policy["sandbox"] == []  # no allow-scripts, no allow-same-origin
+    assert policy["default-src"] == ["'none'"] and policy["img-src"] == ["data:"]
+    assert policy["style-src"] == ["'self'"]  # no 'unsafe-inline': as strict as the site
+    assert policy["frame-ancestors"] == ["'self'"]  # the chat page's iframe
+    assert policy["base-uri"] == policy["form-action"] == ["'none'"]
+    assert "script-src" not in policy and "connect-src" not in policy  # default-src 'none'
     assert response["X-Content-Type-Options"] == "nosniff"
     assert response["X-Frame-Options"] == "SAMEORIGIN"  # framable by the chat page only
     assert b"<h1>Report</h1>" in response.content
@@ -164,7 +169,8 @@ def test_preview_of_markdown_is_rendered_and_sanitised(media_root, conversation,
     assert response.status_code == 200 and "<h1>Title</h1>" in body
     assert "<strong>bold</strong>" in body
     assert "<script>" not in body and 'href="javascript:' not in body
-    assert response["Content-Security-Policy"].startswith("sandbox;")
+    assert "<style" not in body and "/static/css/artifact.css" in body  # no inline style
+    assert "sandbox" in parse_policy(response["Content-Security-Policy"])
 
 
 def test_svg_is_never_rendered_as_an_image(media_root, conversation, run, user_client):
@@ -184,7 +190,8 @@ def test_download_is_an_attachment(media_root, conversation, run, user_client):
     response = user_client.get(reverse("artifact_download", args=[row.pk]))
     assert response.status_code == 200
     assert response["Content-Disposition"] == 'attachment; filename="report.html"'
-    assert response["Content-Security-Policy"].startswith("sandbox;")
+    policy = parse_policy(response["Content-Security-Policy"])
+    assert policy["sandbox"] == [] and policy["frame-ancestors"] == ["'none'"]
     assert b"".join(response.streaming_content) == HTML
     assert response["X-Frame-Options"] == "DENY"
 

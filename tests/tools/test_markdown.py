@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
 from tools.markdown import RenderCache, render_markdown
+from tools.markdown_images import attribute_filter, is_local_image
 
 
 def test_markdown_is_rendered_and_raw_html_shown_escaped():
@@ -16,7 +21,8 @@ def test_markdown_is_rendered_and_raw_html_shown_escaped():
 def test_fenced_code_is_highlighted_and_links_do_not_leak_the_page():
     html = render_markdown("```python\ndef f(x):\n    return x < 3\n```\n\n[site](https://e.com)")
 
-    assert '<pre><code class="language-python"><span style="' in html
+    assert '<pre><code class="language-python"><span class="k">def</span>' in html
+    assert "style=" not in html  # the CSP refuses inline styles: classes only
     assert "&lt;" in html  # the code's "<" stays text
     assert 'rel="noopener noreferrer nofollow"' in html
 
@@ -50,3 +56,89 @@ def test_a_document_larger_than_an_eighth_of_the_cache_is_not_kept():
 
     assert cache.get("big" * 40) is None
     assert cache.get("small") == "<p>small</p>"
+
+
+# --- images: only data: and same-origin ones load (issue 28) -----------------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "![the chart](http://remote.example/leak.png?q=secret)",
+        "![the chart](HTTPS://remote.example/leak.png)",
+        "![the chart](//remote.example/leak.png)",
+    ],
+)
+def test_a_remote_image_becomes_a_link(source):
+    html = render_markdown(source)
+
+    assert "<img" not in html
+    link = re.search(r"<a [^>]*>the chart</a>", html)
+    assert link is not None, html
+    assert 'class="remote-image"' in link.group(0)
+    assert 'href="' in link.group(0) and "remote.example/leak.png" in link.group(0)
+    assert 'rel="noopener noreferrer nofollow"' in link.group(0)
+    assert 'target="_blank"' in link.group(0)
+
+
+def test_a_remote_image_without_alt_text_shows_its_url_and_keeps_its_title():
+    html = render_markdown('![](https://remote.example/a.png?x=1&y=2 "Sales")')
+
+    assert "<img" not in html
+    assert (
+        '<a class="remote-image" href="https://remote.example/a.png?x=1&amp;y=2" title="Sales"'
+        ' target="_blank" rel="noopener noreferrer nofollow">'
+        "https://remote.example/a.png?x=1&amp;y=2</a>"
+    ) in html
+
+
+def test_raw_img_html_is_shown_as_text_never_as_an_image():
+    html = render_markdown('Look: <img src="http://remote.example/raw.png" alt="x">')
+
+    assert "<img" not in html and "&lt;img" in html
+
+
+def test_data_and_same_origin_images_stay_images():
+    html = render_markdown(
+        "![dot](data:image/png;base64,iVBORw0KGgo=) ![art](/artifacts/7/preview) ![rel](chart.png)"
+    )
+
+    assert '<img src="data:image/png;base64,iVBORw0KGgo=" alt="dot">' in html
+    assert '<img src="/artifacts/7/preview" alt="art">' in html
+    assert '<img src="chart.png" alt="rel">' in html
+    assert "<a " not in html
+
+
+def test_an_svg_data_image_and_a_data_link_are_refused():
+    html = render_markdown(
+        "![s](data:image/svg+xml;base64,PHN2Zz4=) [d](data:image/png;base64,iVBORw0KGgo=)"
+    )
+
+    assert "<img" not in html
+    assert 'href="data:' not in html
+
+
+@pytest.mark.parametrize(
+    ("url", "local"),
+    [
+        ("/artifacts/1/preview", True),
+        ("chart.png", True),
+        ("data:image/png;base64,AAAA", True),
+        ("data:image/svg+xml,<svg/>", False),
+        ("http://remote.example/a.png", False),
+        ("//remote.example/a.png", False),
+        ("/\\remote.example/a.png", False),  # browsers read "\" as "/"
+        ("/\t/remote.example/a.png", False),  # and drop tabs
+        ("javascript:alert(1)", False),
+        ("", False),
+    ],
+)
+def test_which_image_urls_are_local(url, local):
+    assert is_local_image(url) is local
+
+
+def test_the_sanitiser_drops_a_remote_img_src_that_reaches_it():
+    assert attribute_filter("img", "src", "https://remote.example/a.png") is None
+    assert attribute_filter("img", "src", "/static/x.png") == "/static/x.png"
+    assert attribute_filter("a", "href", " DATA:text/html,x") is None
+    assert attribute_filter("a", "href", "https://e.com") == "https://e.com"

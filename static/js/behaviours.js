@@ -1,0 +1,30 @@
+// Small behaviours any page may declare with data- attributes. The Content-Security-Policy
+// refuses inline event handlers (onsubmit="", hx-on::...), so templates say what they want
+// and this file does it. Listeners sit on the document: content htmx swaps in later
+// (out-of-band titles, new list rows) behaves the same with nothing to re-bind.
+(function () {
+  "use strict";
+
+  // <form data-confirm="Delete this?">: submit only once the user agrees.
+  document.addEventListener("submit", function (event) {
+    const form = event.target;
+    const question = form instanceof HTMLFormElement ? form.dataset.confirm : undefined;
+    if (question && !window.confirm(question)) event.preventDefault();
+  });
+
+  // <input data-autosubmit>: a change submits its form (the conversation title).
+  document.addEventListener("change", function (event) {
+    const input = event.target;
+    if (input instanceof HTMLElement && input.hasAttribute("data-autosubmit") && input.form) {
+      input.form.requestSubmit();
+    }
+  });
+
+  // <input data-select-on-focus>: focusing selects the whole value (a token to copy).
+  document.addEventListener("focusin", function (event) {
+    const input = event.target;
+    if (input instanceof HTMLInputElement && input.hasAttribute("data-select-on-focus")) {
+      input.select();
+    }
+  });
+})();
