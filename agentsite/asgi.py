@@ -22,11 +22,11 @@ django_application = get_asgi_application()
 from a2wsgi import WSGIMiddleware  # noqa: E402
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.core.wsgi import get_wsgi_application  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
+from agentsite.origins import OriginCheck  # noqa: E402
 from agentsite.runtime import tune_for_streaming, tune_garbage_collection, warm_up  # noqa: E402
 from conversations.routing import websocket_urlpatterns  # noqa: E402
 from conversations.runs import launcher, loops  # noqa: E402
@@ -34,16 +34,15 @@ from conversations.runs import launcher, loops  # noqa: E402
 tune_for_streaming()
 
 ASYNC_ROUTES = [
-    path("api/conversations/<int:conversation_id>/events", django_application),
+    path("api/conversations/<id:conversation_id>/events", django_application),
 ]
 sync_views = WSGIMiddleware(get_wsgi_application(), workers=settings.AGENTSITE_HTTP_THREADS)
 
 router = ProtocolTypeRouter(
     {
         "http": URLRouter([*ASYNC_ROUTES, re_path(r"", sync_views)]),
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
+        # Scheme, host and port of the Origin, not only its host (agentsite/origins.py).
+        "websocket": OriginCheck(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
 warm_up()

@@ -7,20 +7,23 @@ channel layer, Redis cache, Celery workers on Redis, typically PostgreSQL.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
 
+from agentsite.filemodes import private_dir, private_file, private_sqlite
 from agentsite.secrets import load_or_create_dev_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
 VAR_DIR = Path(env.str("AGENTSITE_VAR_DIR", default=str(BASE_DIR / "var")))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+private_dir(VAR_DIR)  # 0700, files in it 0600: agentsite/filemodes.py
 
 DEBUG = env.bool("DEBUG", default=False)
 SECRET_KEY = env.str("SECRET_KEY", default="") or load_or_create_dev_secret(VAR_DIR / "secret_key")
+private_file(VAR_DIR / "secret_key")
 ENCRYPTION_KEYS = env.list("ENCRYPTION_KEYS", default=[])
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
@@ -33,16 +36,19 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "csp",
     "django_htmx",
     "template_partials",
     "agentsite",
     "llms",
     "tools",
     "conversations",
+    "axes",  # login lock-out (conversations/lockout.py)
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",  # first: every response below it gets the policy
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -53,6 +59,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: turns a lock-out into its 429 answer
 ]
 
 ROOT_URLCONF = "agentsite.urls"
@@ -110,6 +117,8 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
 else:
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # ASGI: no persistent server connections
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    private_sqlite(DATABASES["default"]["NAME"])  # and so its -wal/-shm: 0600
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -151,6 +160,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"ack_emulation": False}
 AGENTSITE_RUN_STALE_SECONDS = env.int("AGENTSITE_RUN_STALE_SECONDS", default=25)
 AGENTSITE_RUN_SWEEP_SECONDS = env.float("AGENTSITE_RUN_SWEEP_SECONDS", default=5.0)
 AGENTSITE_MESSAGE_MAX_CHARS = env.int("AGENTSITE_MESSAGE_MAX_CHARS", default=100_000)
+# The largest form or JSON body Django reads (413 beyond, before reading it): the longest
+# message at 12 bytes a character (a JSON surrogate-pair escape, or %-encoded UTF-8 in a
+# form) plus 64 KiB for the rest (conversations/api/body.py).
+DATA_UPLOAD_MAX_MEMORY_SIZE = AGENTSITE_MESSAGE_MAX_CHARS * 12 + 64 * 1024
 AGENTSITE_API_RATE_LIMIT = env.int("AGENTSITE_API_RATE_LIMIT", default=120)  # per minute
 # Database threads of the runs of one process (conversations/runs/db.py), each keeping
 # its connection, and threads serving sync views (agentsite/asgi.py), likewise.
@@ -174,10 +187,25 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "login"
+# Axes first: it refuses a locked-out login before the password is checked. Then the
 # ModelBackend with each request's user read through the cache (conversations/users.py).
-AUTHENTICATION_BACKENDS = ["conversations.users.CachedUserBackend"]
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "conversations.users.CachedUserBackend",
+]
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"
+# Lock-out (django-axes, conversations/lockout.py): after this many failed logins for one
+# username from one address, that pair is refused until the cool-off passes without a
+# try; failed API tokens count per address. Admins unlock in the admin (Axes > Access
+# attempts) or with `manage.py axes_reset_username` / `axes_reset_ip` / `axes_reset`.
+AGENTSITE_LOGIN_FAILURE_LIMIT = env.int("AGENTSITE_LOGIN_FAILURE_LIMIT", default=5)
+AGENTSITE_LOGIN_COOLOFF_MINUTES = env.float("AGENTSITE_LOGIN_COOLOFF_MINUTES", default=15.0)
+AXES_FAILURE_LIMIT = AGENTSITE_LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(minutes=AGENTSITE_LOGIN_COOLOFF_MINUTES)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True  # a login clears that username and address's failures
+AXES_LOCKOUT_CALLABLE = "conversations.lockout.lockout_response"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env.str("TIME_ZONE", default="UTC")
@@ -191,7 +219,9 @@ STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").is_dir() else 
 # Serve straight from the app/static dirs: no collectstatic step is needed in any mode.
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
-MEDIA_ROOT = Path(env.str("MEDIA_ROOT", default=str(VAR_DIR / "media")))
+MEDIA_ROOT = private_dir(Path(env.str("MEDIA_ROOT", default=str(VAR_DIR / "media"))))
+FILE_UPLOAD_PERMISSIONS = 0o600  # artifacts and uploads: the app's user only
+FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 # Sessions are read on every request: from the cache (Redis in team mode), written through
@@ -203,6 +233,26 @@ SESSION_ENGINE = "django.contrib.sessions.backends.db"
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=False)
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
+# Content Security Policy (django-csp) of every response: scripts, styles, images and
+# connections (XHR and the chat's websocket) from this origin only, no inline code and no
+# eval, so an answer steered by a prompt injection can neither run script nor make the
+# browser send anything to another host. Artifact views send their own sandboxed policy
+# (tools/views.py).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'none'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],  # CSP Level 3: 'self' includes ws:/wss: of this host
+        "frame-src": ["'self'"],  # sandboxed artifact previews
+        "frame-ancestors": ["'none'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+    },
+}
 
 LOGGING = {
     "version": 1,

@@ -11,6 +11,11 @@ urlpatterns = [
     path("api/", include("conversations.api.urls")),
     path("artifacts/", include("tools.urls")),
     path("settings/tokens/", token_pages.token_list, name="token_list"),
-    path("settings/tokens/<int:token_id>/revoke/", token_pages.token_revoke, name="token_revoke"),
+    path("settings/tokens/<id:token_id>/revoke/", token_pages.token_revoke, name="token_revoke"),
     path("", include("conversations.urls")),
 ]
+
+# JSON under /api/, readable pages elsewhere (agentsite/error_views.py).
+handler400 = "agentsite.error_views.bad_request"
+handler404 = "agentsite.error_views.page_not_found"
+handler500 = "agentsite.error_views.server_error"

@@ -163,11 +163,9 @@ async def test_finished_streams_leave_nothing_behind(limited_stack: Stack, brows
         await one_round()
     after = await asyncio.to_thread(resources, limited_stack)
 
-    # Pools (database threads' connections, the Redis pool) open connections on demand and
-    # may hold a few more after a busier moment; a leak would grow with each stream.
+    # Pools (database threads and their connections, the Redis pool) grow on demand up to
+    # their size and may hold a few more after a busier moment; a leak grows per stream.
     streams = ROUNDS * len(faults)
-    for name in ("daphne fds", "worker fds"):
+    for name in ("daphne fds", "worker fds", "daphne threads", "worker threads"):
         assert after[name] <= before[name] + POOL_SLACK < before[name] + streams, (before, after)
-    assert after["daphne threads"] == before["daphne threads"], (before, after)
-    assert after["worker threads"] == before["worker threads"], (before, after)
     assert after["redis subscriptions"] <= before["redis subscriptions"], (before, after)
