@@ -104,7 +104,7 @@ def toolconfig_update(
     return toolconfig
 
 
-def _configured(tool: Tool, row: ToolConfig, *, single: bool, context: ToolContext) -> Tool:
+def _configured(tool: Tool, row: ToolConfig, *, single: bool) -> Tool:
     override = row.description_override.strip()
     # A spec that builds several tools (an MCP server) only gets its own-named tool renamed.
     if override and (single or tool.name == row.name):
@@ -162,7 +162,7 @@ def tools_for_user(
             continue
         tools = [built] if isinstance(built, Tool) else list(built)
         for tool in tools:
-            tool = _configured(tool, row, single=len(tools) == 1, context=context)
+            tool = _configured(tool, row, single=len(tools) == 1)
             if tool.name in registry:
                 logger.warning("tool %s skipped: the name is already taken", tool.name)
                 continue
