@@ -278,14 +278,7 @@ class RunView:
             return frame + self._status(
                 f"Waiting for your approval of {item.extra['tool_name']}…", render
             )
-        item = next(
-            (
-                i
-                for i in reversed(self.items)
-                if i.kind == "approval" and i.extra["call_id"] == call_id
-            ),
-            None,
-        )
+        item = self.approval_item(call_id)
         if item is None:
             return ""
         item.extra["status"] = payload.get("status", "")

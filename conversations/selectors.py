@@ -51,14 +51,6 @@ def run_get(*, user, run_id: int):
     return get_object_or_404(Run, pk=run_id, conversation__owner=user)
 
 
-def run_view(*, run: Run) -> RunView:
-    """The run's state as its logged events show it (steps, approvals, answer so far)."""
-    from conversations.rendering import build_run_view
-
-    events = events_after(run.conversation_id, 0, run_id=run.pk)
-    return build_run_view(run.pk, [(seq, ch, payload) for seq, _r, ch, payload in events], [])
-
-
 def conversation_timeline(*, conversation: Conversation) -> dict:
     """Everything the chat page shows, in order, with each run's rendered state.
 

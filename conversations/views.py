@@ -16,6 +16,7 @@ from agentsite.errors import ApplicationError
 from conversations import selectors, services
 from conversations.rendering import RunView, StepItem, render_run_block
 from conversations.runs import lifecycle
+from conversations.runs.publisher import logged_run_view
 
 PARTIALS = "conversations/partials.html"
 
@@ -122,7 +123,7 @@ def run_approval(request: HttpRequest, run_id: int, call_id: str) -> HttpRespons
         if exc.code == "not_found":
             raise Http404(exc.message) from exc
         return _form_error(request, exc.message, status=409)
-    view = selectors.run_view(run=run)
+    view = logged_run_view(run.pk)
     item = view.approval_item(call_id)
     if item is None:
         raise Http404("There is no such approval request.")

@@ -19,7 +19,7 @@ from conversations.runs.approvals import approvals_expire_open
 from conversations.runs.publisher import (
     Entry,
     Unanswered,
-    interrupted_view,
+    logged_run_view,
     publish_events_sync,
     publish_interrupted,
     write_events,
@@ -321,7 +321,7 @@ def _report_interrupted(*, run_id: int, conversation_id: int) -> None:
     """Keep the answer text of a dead run that reached the log (incomplete), turn the
     follow-ups it never took in into ordinary messages, then report it: a client that sees
     the report finds all of that stored."""
-    view = interrupted_view(run_id)
+    view = logged_run_view(run_id)
     with transaction.atomic():
         if view.answer_text.strip():
             run = Run(pk=run_id, conversation_id=conversation_id)

@@ -328,12 +328,7 @@ def publish_events_sync(*, run: Run, events: list[AgentEvent]) -> None:
     with transaction.atomic():
         # The conversation's row lock: no other writer numbers events meanwhile.
         list(Conversation.objects.select_for_update().filter(pk=run.conversation_id).values("pk"))
-        stored = list(
-            RunEvent.objects.filter(run=run)
-            .order_by("seq")
-            .values_list("seq", "channel", "payload")
-        )
-        view = build_run_view(run.pk, stored, run_inject_ids(run.pk))
+        view = logged_run_view(run.pk)
         # Numbered after every number handed out, the dead run's unwritten ones included:
         # readers that saw those take these as newer.
         prev = last_event_seq(run.conversation_id)
@@ -361,9 +356,9 @@ def publish_events_sync(*, run: Run, events: list[AgentEvent]) -> None:
             logger.warning("could not send event %s of run %s", seq, run.pk, exc_info=True)
 
 
-def interrupted_view(run_id: int) -> RunView:
-    """What a dead run's log shows: its open tool cards, the answer text that reached the
-    log, the follow-ups it took in."""
+def logged_run_view(run_id: int) -> RunView:
+    """What a run's log shows: its steps (open tool cards, approvals), the answer text
+    that reached the log, the follow-ups it took in."""
     stored = list(
         RunEvent.objects.filter(run_id=run_id)
         .order_by("seq")
