@@ -7,7 +7,7 @@ PIP := $(PY) -m pip
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-fast lint install local-model system-deps sandbox-deps migrate clean
+.PHONY: run test test-fast lint install local-model system-deps sandbox-deps migrate clean vendor
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -72,6 +72,13 @@ sandbox-deps:
 ## llama.cpp build.
 test-fast: install lint sandbox-deps
 	$(VENV)/bin/pytest -n auto -m "not e2e and not localmodel and not integration"
+
+## The browser libraries in static/vendor/ (markdown-it, DOMPurify, KaTeX, highlight.js,
+## mermaid), copied from the npm packages pinned in package-lock.json. The copies are
+## committed: only changing a version needs node and npm (`run` and `test` never do).
+vendor:
+	npm ci --ignore-scripts --no-audit --no-fund
+	$(PYTHON) scripts/vendor_static.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .ruff_cache

@@ -4,12 +4,14 @@ from django.contrib import admin
 from django.urls import include, path
 
 from conversations.api import token_pages
+from tools import markdown_views
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/", include("conversations.api.urls")),
     path("artifacts/", include("tools.urls")),
+    path("markdown/mermaid-frame/", markdown_views.mermaid_frame, name="mermaid_frame"),
     path("settings/tokens/", token_pages.token_list, name="token_list"),
     path("settings/tokens/<id:token_id>/revoke/", token_pages.token_revoke, name="token_revoke"),
     path("", include("conversations.urls")),

@@ -83,7 +83,7 @@ def feed(port: int, tokens: int, rate: float) -> None:
 
 def frame(content: bytes) -> bytes:
     """A websocket text frame (unmasked, server to client) around a little HTML."""
-    body = b'<span hx-swap-oob="beforeend:#answer-1">' + content + b"</span>"
+    body = b'<span hx-swap-oob="beforeend:#answer-src-1">' + content + b"</span>"
     length = bytes([len(body)]) if len(body) < 126 else b"\x7e" + len(body).to_bytes(2, "big")
     return b"\x81" + length + body
 

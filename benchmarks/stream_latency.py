@@ -59,7 +59,7 @@ from tests.integration.stack import (  # noqa: E402
     running_stack,
 )
 
-DELTA = re.compile(r'<span hx-swap-oob="beforeend:#answer-(\d+)">(.*?)</span>', re.S)
+DELTA = re.compile(r'<span hx-swap-oob="beforeend:#answer-src-(\d+)">(.*?)</span>', re.S)
 STAMP = re.compile(r"@@(\d+\.\d+)@@")
 FINISHED = re.compile(r'id="footer-(\d+)"')
 RUN_LOG = re.compile(r"run (\d+) finished: (\w+) in ([\d.]+)s, (\d+) frames, (\d+) log writes")

@@ -48,6 +48,6 @@ def test_answer_deltas_are_escaped_and_appended_to_the_answer() -> None:
     view = RunView(run_id=11)
     first = view.apply(1, "answer", {"status": "delta", "content": "<b>bold</b> "})
     second = view.apply(2, "answer", {"status": "delta", "content": "& more"})
-    assert first == ('<span hx-swap-oob="beforeend:#answer-11">&lt;b&gt;bold&lt;/b&gt; </span>')
-    assert second == '<span hx-swap-oob="beforeend:#answer-11">&amp; more</span>'
+    assert first == ('<span hx-swap-oob="beforeend:#answer-src-11">&lt;b&gt;bold&lt;/b&gt; </span>')
+    assert second == '<span hx-swap-oob="beforeend:#answer-src-11">&amp; more</span>'
     assert view.answer_text == "<b>bold</b> & more"

@@ -169,9 +169,15 @@ class ScriptedLLM:
         with urllib.request.urlopen(request, timeout=10) as response:
             return json.loads(response.read())
 
-    def script(self, *responses: dict[str, Any] | str) -> None:
-        """Forget everything, then answer the next chat requests with ``responses``."""
-        self._call("/_script", {"reset": True, "responses": list(responses)})
+    def script(
+        self, *responses: dict[str, Any] | str, default: dict[str, Any] | str | None = None
+    ) -> None:
+        """Forget everything, then answer the next chat requests with ``responses``, and
+        every one after them with ``default`` (when given)."""
+        body: dict[str, Any] = {"reset": True, "responses": list(responses)}
+        if default is not None:
+            body["default"] = default
+        self._call("/_script", body)
 
     def release(self, name: str) -> None:
         """Let the responses scripted with ``after_release: name`` answer."""

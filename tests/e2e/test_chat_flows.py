@@ -33,7 +33,8 @@ RECORDER = """() => {
   const snapshot = () => {
     const runs = [...document.querySelectorAll("#messages section.run")].map((run) => ({
       id: Number(run.dataset.run),
-      answer: text(run.querySelector(".answer")) || "",
+      // While it streams, the markdown source that arrived; then the rendered answer.
+      answer: text(run.querySelector(".answer-src") || run.querySelector(".answer")) || "",
       streaming: !!run.querySelector(".answer.streaming"),
       status: (text(run.querySelector(".run-status")) || "").trim(),
       cards: [...run.querySelectorAll("details.tool-card")].map((card) => ({

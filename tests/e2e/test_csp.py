@@ -212,7 +212,13 @@ def test_app_pages_load_without_a_violation_and_the_chat_streams(
         ws.on("framereceived", lambda payload: frames.append(payload))
 
     page.on("websocket", opened)
-    chunks = ["6 × 7 is **42**:\n\n", "```python\nprint(6 * 7)  # 42\n```\n"]
+    chunks = [
+        "6 × 7 is **42**:\n\n",
+        "```python\nprint(6 * 7)  # 42\n```\n\n",
+        "Maths: $6 \\times 7 = 42$ and\n\n$$\n\\sqrt{1764} = 42\n$$\n\n",
+        "| a | b |\n|:--|--:|\n| 6 | 7 |\n\n- [x] done\n\n",
+        "```mermaid\ngraph LR\n  Six --> Product\n  Seven --> Product\n```\n",
+    ]
     llm.script(calculator_call("6*7"), "".join(chunks), {"chunks": chunks})
     conversation_id = new_conversation(page)
     violations.assert_none("a new conversation")
@@ -221,9 +227,16 @@ def test_app_pages_load_without_a_violation_and_the_chat_streams(
     wait_finished(page, run_id)
     answer = page.locator(f"#answer-{run_id}")
     expect(answer.locator("strong")).to_have_text("42")
-    # Highlighted by classes that highlight.css colours: no inline style for the CSP to drop.
-    keyword = answer.locator("pre code span.nb").first
+    # Highlighted (highlight.js) with classes its stylesheet colours, typeset by KaTeX and
+    # drawn by mermaid (in its own sandboxed frame), without a violation of the policy.
+    keyword = answer.locator("pre code span.hljs-built_in").first
     expect(keyword).to_have_text("print")
+    expect(answer.locator(".katex")).to_have_count(2)
+    expect(answer.locator(".mermaid-diagram img")).to_be_visible()
+    expect(answer.locator("input[type=checkbox][checked]")).to_be_disabled()
+    # The frame mermaid draws in has its own, sandboxed policy, and breaks it neither.
+    (frame,) = [f for f in page.frames if "/markdown/mermaid-frame/" in f.url]
+    assert frame.evaluate("() => window.__cspViolations") == []
     assert keyword.evaluate("(el) => getComputedStyle(el).color") != answer.evaluate(
         "(el) => getComputedStyle(el).color"
     )
@@ -236,7 +249,9 @@ def test_app_pages_load_without_a_violation_and_the_chat_streams(
     assert any("42" in str(frame) for frame in frames), frames[:5]
 
     visit(page, violations, f"/c/{conversation_id}/")
-    expect(answer.locator("pre code span.nb").first).to_have_text("print")
+    expect(answer.locator("pre code span.hljs-built_in").first).to_have_text("print")
+    expect(answer.locator(".mermaid-diagram img")).to_be_visible()
+    violations.assert_none("the answer after a page load")
     screenshot(page)
 
 
@@ -339,7 +354,7 @@ print(json.dumps({{
 def test_artifact_previews_run_nothing_and_load_only_their_stylesheets(
     chat_page: Page, llm: ScriptedLLM, server_env: dict[str, str]
 ) -> None:
-    llm.script("Done.", {"chunks": ["Done."]})
+    llm.script({"chunks": ["Done."]})
     conversation_id = new_conversation(chat_page)
     send(chat_page, "Make a report")
     run_id = latest_run(chat_page)

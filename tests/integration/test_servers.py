@@ -38,7 +38,7 @@ async def test_a_chat_streams_the_same_under_either_server(server: str, loop: st
                 )
             page = await browser.http.get(f"/c/{conversation_id}/")
 
-        streamed = "".join(f for f in frames.frames if f"beforeend:#answer-{run_id}" in f)
+        streamed = "".join(f for f in frames.frames if f"beforeend:#answer-src-{run_id}" in f)
         for word in ("Served", "as", "usual."):
             assert word in streamed
         assert "<p>Served as usual.</p>" in done

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 
 SLOW_LLM_SECONDS = 3.0  # the first reply while a follow-up is posted
 HANGING_LLM_SECONDS = 30.0  # a reply Stop must cut short
-DELTA = re.compile(r'<span hx-swap-oob="beforeend:#answer-(\d+)">(.*?)</span>', re.S)
+DELTA = re.compile(r'<span hx-swap-oob="beforeend:#answer-src-(\d+)">(.*?)</span>', re.S)
 
 
 def tag(prefix: str) -> str:

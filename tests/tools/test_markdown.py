@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from html.parser import HTMLParser
 
 import pytest
 
@@ -18,13 +19,121 @@ def test_markdown_is_rendered_and_raw_html_shown_escaped():
     assert 'href="javascript' not in html
 
 
-def test_fenced_code_is_highlighted_and_links_do_not_leak_the_page():
+def test_answer_code_is_left_to_the_browser_and_links_do_not_leak_the_page():
+    """The browser highlights answers (highlight.js), live and final alike: the server's
+    HTML is markdown-it's, so the two are the same DOM."""
     html = render_markdown("```python\ndef f(x):\n    return x < 3\n```\n\n[site](https://e.com)")
+
+    assert (
+        '<pre><code class="language-python">def f(x):\n    return x &lt; 3\n</code></pre>' in html
+    )
+    assert "<span" not in html
+    assert 'rel="noopener noreferrer nofollow"' in html
+
+
+def test_documents_keep_pygments_highlighting():
+    """Artifact documents are shown without script: Pygments highlights them (classes)."""
+    html = render_markdown("```python\ndef f(x):\n    return x < 3\n```", highlight=True)
 
     assert '<pre><code class="language-python"><span class="k">def</span>' in html
     assert "style=" not in html  # the CSP refuses inline styles: classes only
     assert "&lt;" in html  # the code's "<" stays text
-    assert 'rel="noopener noreferrer nofollow"' in html
+    assert render_markdown("```python\nx\n```") != html  # a cache per kind
+
+
+def test_maths_is_marked_for_katex_and_money_stays_text():
+    html = render_markdown(
+        "Euler: $e^{i\\pi} + 1 = 0$, shown $$x^2$$ inline.\n\n$$\n\\sum_k k < n\n$$\n\n"
+        "It costs $5 and $10, or $ 5 and $ 10."
+    )
+
+    assert '<span class="math inline">e^{i\\pi} + 1 = 0</span>' in html
+    # $$..$$ in a paragraph is a span: a <div> would split the paragraph in the browser.
+    assert '<span class="math display">x^2</span>' in html
+    assert '<div class="math block">\n\\sum_k k &lt; n\n</div>' in html
+    assert "<p>It costs $5 and $10, or $ 5 and $ 10.</p>" in html
+
+
+def test_task_lists_are_disabled_checkboxes():
+    html = render_markdown("- [ ] open\n- [x] done\n- plain")
+
+    assert '<ul class="contains-task-list">' in html and "<li>plain</li>" in html
+    boxes = [attrs for tag, attrs in _elements(html) if tag == "input"]
+    box = {"class": "task-list-item-checkbox", "type": "checkbox", "disabled": ""}
+    assert boxes == [box, box | {"checked": ""}]  # as the browser's renderer writes them
+    assert html.count('<li class="task-list-item">') == 2
+
+
+def test_table_alignment_is_an_attribute_not_a_style():
+    html = render_markdown("| a | b | c |\n|:--|:-:|--:|\n| 1 | 2 | 3 |")
+
+    assert '<th align="left">a</th>' in html and '<td align="right">3</td>' in html
+    assert '<td align="center">2</td>' in html and "style" not in html
+
+
+def test_ordered_lists_keep_their_start():
+    assert '<ol start="3">' in render_markdown("3. three\n4. four")
+
+
+class _Collector(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.elements: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.elements.append((tag, dict(attrs)))
+
+
+def _elements(html: str) -> list[tuple[str, dict[str, str | None]]]:
+    """The elements of ``html`` as a browser would parse them (escaped text is text)."""
+    collector = _Collector()
+    collector.feed(html)
+    return collector.elements
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "<script>alert(1)</script>",
+        '<img src="x" onerror="alert(1)">',
+        '<a href="javascript:alert(1)" onclick="alert(1)">x</a>',
+        "[x](javascript:alert(1)) [y](JAVASCRIPT:alert(1)) [z](vbscript:msgbox(1))",
+        "[d](data:text/html,<script>alert(1)</script>)",
+        '<input type="text" onfocus="alert(1)" autofocus>',
+        '<div class="math block" style="position:fixed" onmouseover="alert(1)">x</div>',
+        "$<script>alert(1)</script>$ and $$<img src=x onerror=alert(1)>$$",
+        "```<script>\nalert(1)\n```",
+        "- [x] <b onclick=alert(1)>task</b>",
+    ],
+)
+def test_nothing_an_answer_writes_runs_script(source):
+    elements = _elements(render_markdown(source))
+
+    assert not {tag for tag, _ in elements} & {"script", "img", "iframe", "style", "svg"}
+    for tag, attrs in elements:
+        assert not [name for name in attrs if name.startswith("on") or name == "style"], tag
+        for name in ("href", "src"):
+            assert not re.match(r"\s*(javascript|vbscript|data):", attrs.get(name) or "", re.I)
+        if tag == "input":
+            assert attrs["type"] == "checkbox" and "disabled" in attrs
+
+
+def test_only_a_task_box_is_an_input_and_it_is_disabled():
+    """What the sanitiser lets through, whatever reached it (markdown never writes raw
+    HTML): an input is always a disabled checkbox, classes are the known ones."""
+    from tools.markdown import _SANITISER
+
+    cleaned = _SANITISER.clean(
+        '<input type="text" class="task-list-item-checkbox evil" checked="checked" value="x">'
+        '<span class="math evil inline">m</span><div class="x math">d</div>'
+    )
+
+    assert _elements(cleaned) == [
+        ("input", {"class": "task-list-item-checkbox", "checked": "", "type": "checkbox",
+                   "disabled": ""}),
+        ("span", {"class": "math inline"}),
+        ("div", {"class": "math"}),
+    ]  # fmt: skip
 
 
 def test_rendering_an_answer_again_gives_the_same_html():

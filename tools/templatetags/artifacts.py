@@ -16,9 +16,10 @@ INLINE_MARKDOWN_BYTES = 512 * 1024
 
 @register.filter
 def artifact_markdown(artifact: Artifact) -> SafeString:
-    """The markdown artifact rendered and sanitised (nh3), safe to place in the page."""
+    """The markdown artifact rendered and sanitised (nh3), safe to place in the page; its
+    code highlighted by Pygments (the sandboxed document runs no script)."""
     try:
         text = artifact_read_text(artifact, INLINE_MARKDOWN_BYTES)
     except (OSError, ValueError):
-        return render_markdown("*(the file is missing)*")
-    return render_markdown(text)
+        return render_markdown("*(the file is missing)*", highlight=True)
+    return render_markdown(text, highlight=True)
