@@ -122,6 +122,8 @@ class RunView:
     _injects: int = 0
     _delta_wrapper: tuple[str, str] | None = None
     _status_wrapper: tuple[str, str] | None = None
+    _thoughts: dict[int, StepItem] = field(default_factory=dict)  # streaming, by iteration
+    _thought_wrappers: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     # ids -----------------------------------------------------------------
     @property
@@ -172,15 +174,14 @@ class RunView:
         kind, status = payload.get("type"), payload.get("status")
         if kind == "thinking" and status == "start":
             return self._status(f"Thinking (step {payload.get('iteration', 0)})…", render)
-        if kind == "thinking":
-            reasoning = (payload.get("reasoning") or "").strip()
-            if not reasoning:
-                return ""
-            item = StepItem(
-                kind="thought", text=reasoning, dom_id=f"thought-{self.run_id}-{len(self.items)}"
+        if kind == "thinking" and status == "delta":
+            return self._thought_delta(
+                payload.get("iteration", 0), payload.get("content", ""), render
             )
-            self.items.append(item)
-            return self._append(item, render)
+        if kind == "thinking":
+            return self._thought_done(
+                payload.get("iteration", 0), (payload.get("reasoning") or "").strip(), render
+            )
         if kind == "iteration" and status == "start":
             self._cards += 1
             card = ToolCard(
@@ -211,6 +212,47 @@ class RunView:
             return self._status("Writing the answer…", render)
         return ""
 
+    def _thought_delta(self, iteration: int, content: str, render: bool) -> str:
+        """A step's thought as it streams: a collapsed "Thinking…" item that grows."""
+        item = self._thoughts.get(iteration)
+        if item is None:
+            item = StepItem(
+                kind="thought",
+                text=content,
+                dom_id=f"thought-{self.run_id}-{len(self.items)}",
+                extra={"live": True},
+            )
+            self._thoughts[iteration] = item
+            self.items.append(item)
+            return self._append(item, render)
+        item.text += content
+        if not render or not content:
+            return ""
+        wrapper = self._thought_wrappers.get(item.dom_id)
+        if wrapper is None:
+            wrapper = _slot_wrapper("thought-delta", {"item": item, "content": _CONTENT_SLOT})
+            self._thought_wrappers[item.dom_id] = wrapper
+        before, after = wrapper
+        return before + escape(content) + after
+
+    def _thought_done(self, iteration: int, reasoning: str, render: bool) -> str:
+        """The step's whole thought: replaces what streamed (empty: keep it as it is)."""
+        item = self._thoughts.pop(iteration, None)
+        if item is None:
+            if not reasoning:
+                return ""
+            item = StepItem(
+                kind="thought", text=reasoning, dom_id=f"thought-{self.run_id}-{len(self.items)}"
+            )
+            self.items.append(item)
+            return self._append(item, render)
+        item.extra["live"] = False
+        if reasoning:
+            item.text = reasoning
+        if not render:
+            return ""
+        return _partial("thought-item", {"item": item, "oob": True})
+
     def _append(self, item: StepItem, render: bool) -> str:
         if not render:
             return ""
@@ -220,7 +262,10 @@ class RunView:
         status = payload.get("status")
         if status == "start":
             self.answer_started = True
-            return ""
+            return self._status("Writing the answer…", render)
+        if status == "reset":  # what streamed was a step's thought: its ThinkingDone shows it
+            self.answer_text, self.answer_started = "", False
+            return _partial("run-answer", {"view": self, "oob": True}) if render else ""
         if status == "delta":
             content = payload.get("content", "")
             self.answer_text += content
@@ -362,6 +407,12 @@ class RunView:
         if done.get("status") != "incomplete":
             return ""
         return done.get("reason") or "The answer is incomplete."
+
+    @property
+    def note(self) -> str:
+        """What a reader should know about a complete answer (e.g. it was not rewritten)."""
+        done = self.done or {}
+        return done.get("reason", "") if done.get("status") == "succeeded" else ""
 
     @property
     def answer_html(self) -> str:

@@ -126,7 +126,7 @@ def action_schema(tools: ToolRegistry | Sequence[str]) -> dict[str, Any]:
     }
 
 
-_FINAL_KINDS = frozenset({"final_answer", "final", "answer", "finish"})
+FINAL_KINDS = frozenset({"final_answer", "final", "answer", "finish"})
 _TOOL_KINDS = frozenset({"tool_call", "tool", "action", "function_call", "tool_use"})
 _ARG_KEYS = ("tool_args", "tool_input", "arguments", "args", "parameters", "input")
 
@@ -142,7 +142,7 @@ def _action_from_json(data: dict[str, Any], tools: ToolRegistry) -> Action | Non
         if name.strip().lower() in {"final answer", "final_answer", "finish"}:
             return _final(reasoning, args)
         return Action("tool_call", reasoning, name.strip(), _coerce_args(args, tools.get(name)))
-    if kind in _FINAL_KINDS or (not kind and answer is not None and not name):
+    if kind in FINAL_KINDS or (not kind and answer is not None and not name):
         return _final(reasoning, answer)
     if (kind in _TOOL_KINDS or not kind) and isinstance(name, str) and name.strip():
         args = next((data[key] for key in _ARG_KEYS if key in data), None)

@@ -1,18 +1,21 @@
-"""The ReAct agent: a tool loop (phase 1) and a streamed, synthesised answer (phase 2).
+"""The ReAct agent: a tool loop whose every LLM call streams, then the answer's end.
 
-Phase 1 runs non-streaming ``chat()`` calls in one of two modes. Native mode passes the
-tools in the request and runs every call of a reply concurrently; JSON mode puts the
-catalog in the system prompt and reads one JSON action (or the classic
+Phase 1 (:meth:`ReActAgent.run`) streams one call per iteration (:mod:`engine.streaming`).
+Native mode passes the tools in the request and runs every call of a reply concurrently;
+JSON mode puts the catalog in the system prompt and reads one JSON action (or the classic
 ``Thought/Action/Finish`` text, :mod:`engine.actions`) per reply, for models without
-function calling. Guards keep a confused model from burning the budget: an
-:class:`ErrorTracker`, an empty-turn counter and a repeated-call check. Phase 2
-(:meth:`ReActAgent.stream_answer`, :mod:`engine.answer`) streams a polished answer from
-the question and the trace.
+function calling. How a reply shows while it streams (as the answer, or as the step's
+thought) is :mod:`engine.replies`: the answer appears at the model's first token, with no
+second call. Guards keep a confused model from burning the budget: an
+:class:`ErrorTracker`, an empty-turn counter and a repeated-call check.
 
-Events: ``run()`` emits thinking/iteration/phase/inject events and, when it has an
-answer, ``AnswerSignal``; ``stream_answer()`` emits ``AnswerStart``/``AnswerDelta``/
-``AnswerDone`` and finally the run's single ``Done`` (through :meth:`ReActAgent.finish`,
-which callers that do not stream call themselves).
+Phase 2 (:meth:`ReActAgent.stream_answer`, :mod:`engine.answer`) ends the answer: the one
+the loop streamed, a rewrite of it (a per-model option), or the guard's explanation.
+
+Events: ``run()`` emits thinking/thought/iteration/phase/inject events and the answer's
+start and deltas as they stream; ``stream_answer()`` emits ``AnswerDone`` and finally the
+run's single ``Done`` (through :meth:`ReActAgent.finish`, which callers that do not stream
+call themselves).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import Any, Protocol
 from engine import answer as answer_phase
 from engine import prompts
 from engine.actions import ACTION_FORMAT_NAME, action_schema, parse_action
-from engine.answer import CANCELLED, SUCCEEDED
+from engine.answer import CANCELLED, CHARS_PER_TOKEN, INCOMPLETE, SUCCEEDED, length_limit_reason
 from engine.approval import APPROVED, ApprovalRequest, Approver, refusal
 from engine.cancel import CancelledRun, CancelToken, run_cancellable
 from engine.errors import AgentPaused, ErrorTracker
@@ -46,7 +49,9 @@ from engine.events import (
 from engine.interrupts import InterruptSource
 from engine.llm.base import LLM, ChatResponse, ContextOverflowError, LLMError, plain_message
 from engine.messages import ChatMessage, ToolCall, Usage
+from engine.replies import AnswerOnPage, JsonReplyPresenter, NativeReplyPresenter
 from engine.selection import TOOL_SELECTION_THRESHOLD, choose_tools
+from engine.streaming import CUT, StreamBroken, stream_reply
 from engine.structured import json_response_format
 from engine.tools import (
     Artifact,
@@ -67,6 +72,9 @@ FAILED = "failed"
 
 MAX_EMPTY_TURNS = 3
 MAX_IDENTICAL_CALLS = 2
+# finish_reason values of a reply that stopped at an output limit (ours, or the provider's).
+_LENGTH_STOPS = frozenset({CUT, "length"})
+BROKEN_ANSWER = "The model's server stopped sending the answer partway."
 
 EventCallback = Callable[[AgentEvent], Any]
 
@@ -103,9 +111,11 @@ class Step:
 class AgentResult:
     """The outcome of :meth:`ReActAgent.run`.
 
-    ``answer`` is the loop's brief findings (or the guard's explanation when paused);
-    ``stop_reason`` says why the loop ended: ``answer``, ``max_iterations``,
-    ``repeated_error``, ``no_progress``, ``cancelled`` or ``llm_error``.
+    ``answer`` is the loop's answer (or the guard's explanation when paused);
+    ``answer_streamed`` tells whether readers already hold it (its deltas went out while
+    the loop ran); ``history`` is the conversation the run was given. ``stop_reason`` says
+    why the loop ended: ``answer``, ``max_iterations``, ``repeated_error``,
+    ``no_progress``, ``cancelled``, ``llm_error``, ``length`` or ``stream_broken``.
     """
 
     answer: str
@@ -118,6 +128,17 @@ class AgentResult:
     pending_injections: list[str] = field(default_factory=list)
     error: str | None = None
     stop_reason: str = "answer"
+    answer_streamed: bool = False
+    history: list[ChatMessage] = field(default_factory=list)
+
+
+class _AnswerCut(Exception):
+    """The answer that streamed is all there will be (an output limit, a broken stream)."""
+
+    def __init__(self, reason: str, stop_reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.stop_reason = stop_reason
 
 
 @dataclass
@@ -157,6 +178,10 @@ class _Run:
     unseen_injections: list[str] = field(default_factory=list)
     last_call: tuple[str, str] | None = None
     last_call_count: int = 0
+    page: AnswerOnPage = field(default_factory=AnswerOnPage)
+    answer_streamed: bool = False
+    # Follow-ups sent before the answer on the page began: they defer it (drained next).
+    held_injections: list[str] = field(default_factory=list)
 
 
 class ReActAgent:
@@ -182,6 +207,7 @@ class ReActAgent:
         tool_timeout: float | None = None,
         max_answer_tokens: int | None = None,
         approver: Approver | None = None,
+        rewrite_answer: bool = False,
     ) -> None:
         if max_iterations < 1:
             raise ValueError("max_iterations must be at least 1")
@@ -198,6 +224,9 @@ class ReActAgent:
         self.tool_timeout = tool_timeout
         self.max_answer_tokens = max_answer_tokens
         self.approver = approver
+        # A separate streamed call rewrites the answer of a run that used tools (a model
+        # setting for models whose answers after tools are poor): engine.answer.
+        self.rewrite_answer = rewrite_answer
 
     @property
     def _native_mode_active(self) -> bool:
@@ -208,6 +237,7 @@ class ReActAgent:
     async def run(self, query: str, history: Sequence[ChatMessage] = ()) -> AgentResult:
         """Run the tool loop for ``query`` (appended to ``history`` as a pinned message)."""
         run = _Run(query=query, tools=self.tools, started=time.perf_counter())
+        run.page.on_start = lambda: run.held_injections.extend(self._pending_interrupts())
         mode = "native" if self._native_mode_active else "json"
         # DEBUG: an application logs its own line per run (the web app's runner does); more
         # INFO lines per run would cost a busy worker's event loop and say nothing new.
@@ -224,6 +254,9 @@ class ReActAgent:
                 stop_reason = "max_iterations"
         except CancelledRun:
             status, stop_reason = CANCELLED, "cancelled"
+        except _AnswerCut as exc:
+            status, answer, error = INCOMPLETE, run.page.text, exc.reason
+            stop_reason, run.answer_streamed = exc.stop_reason, True
         except AgentPaused as exc:
             status, answer, error, stop_reason = PAUSED, exc.message, exc.message, exc.reason
         except LLMError as exc:
@@ -242,9 +275,11 @@ class ReActAgent:
             pending_injections=self._leftover_injections(run),
             error=error,
             stop_reason=stop_reason,
+            answer_streamed=run.answer_streamed,
+            history=list(history),
         )
-        if status in (SUCCEEDED, PAUSED):
-            await self._emit(AnswerSignal())
+        if status in (SUCCEEDED, PAUSED) and not run.answer_streamed:
+            await self._emit(AnswerSignal())  # the answer is still to be written
         logger.debug(
             "agent run ended: status=%s reason=%s iterations=%d steps=%d elapsed=%.3fs",
             status,
@@ -291,16 +326,27 @@ class ReActAgent:
             run.iterations += 1
             iteration = run.iterations
             turn_kwargs = self._json_turn_kwargs(run, chat_kwargs)
-            reply = await self._call_llm(run, iteration, **turn_kwargs)
+            presenter = JsonReplyPresenter(
+                iteration, run.page, self._emit, answer_live=self._answer_live(run)
+            )
+            reply = await self._call_llm(run, iteration, presenter, **turn_kwargs)
             content = reply.content or ""
             action = parse_action(content, run.tools)
             reasoning = action.reasoning or reply.reasoning_content or ""
-            await self._emit(ThinkingDone(iteration, reasoning))
             if content.strip():
                 run.messages.append(
                     ChatMessage("assistant", content, reasoning=reply.reasoning_content)
                 )
+            if reply.finish_reason in _LENGTH_STOPS and run.page.text:
+                await self._emit(ThinkingDone(iteration, reasoning))
+                raise _AnswerCut(self._length_reason(reply), "length")
             drained = await self._drain_interrupts(run)
+            answering = action.kind == "final_answer" and not drained
+            if answering and action.reasoning == prompts.PARSE_FAILURE_SENTINEL:
+                answering = parse_failed  # the second unparseable reply is the answer
+            if not answering:
+                await run.page.reset(self._emit)
+            await self._emit(ThinkingDone(iteration, reasoning))
 
             if action.kind == "empty":
                 if not drained:
@@ -308,13 +354,12 @@ class ReActAgent:
                 continue
             run.empty_turns = 0
             if action.kind == "final_answer":
+                if answering:
+                    return await self._answer(run, presenter, action.answer)
                 if action.reasoning == prompts.PARSE_FAILURE_SENTINEL and not parse_failed:
                     parse_failed = True
                     run.messages.append(ChatMessage("user", prompts.JSON_REFORMAT_REQUEST))
-                    continue
-                if drained:
-                    continue  # the follow-up comes first; the answer is deferred
-                return action.answer
+                continue  # or the follow-up comes first: the answer is deferred
             parse_failed = False
             call = ToolCall(f"call_{iteration}", action.tool_name, action.tool_args)
             await self._run_tool_calls(run, iteration, [call], native=False)
@@ -328,13 +373,19 @@ class ReActAgent:
             self._check_cancel()
             run.iterations += 1
             iteration = run.iterations
-            reply = await self._call_llm(run, iteration, **chat_kwargs)
+            presenter = NativeReplyPresenter(
+                iteration, run.page, self._emit, answer_live=self._answer_live(run)
+            )
+            reply = await self._call_llm(run, iteration, presenter, **chat_kwargs)
             content = reply.content or ""
             calls = _normalise_calls(reply.tool_calls or [], iteration)
-            reasoning = reply.reasoning_content or (content if calls else "")
-            await self._emit(ThinkingDone(iteration, reasoning or ""))
+            reasoning = reply.reasoning_content or ""
+            # What streamed was a step's thought, not the answer: it shows as the thought.
+            as_thought = _joined(reasoning, content)
 
             if calls:
+                await run.page.reset(self._emit)
+                await self._emit(ThinkingDone(iteration, as_thought))
                 run.empty_turns = 0
                 run.messages.append(
                     ChatMessage(
@@ -348,6 +399,7 @@ class ReActAgent:
                 await self._drain_interrupts(run)
                 continue
             if not content.strip():
+                await self._emit(ThinkingDone(iteration, reasoning))
                 if not await self._drain_interrupts(run):
                     self._remind(run)
                 continue
@@ -355,21 +407,56 @@ class ReActAgent:
             run.messages.append(
                 ChatMessage("assistant", content, reasoning=reply.reasoning_content)
             )
+            if reply.finish_reason in _LENGTH_STOPS:
+                await self._emit(ThinkingDone(iteration, reasoning))
+                await run.page.settle(content, self._emit)
+                raise _AnswerCut(self._length_reason(reply), "length")
             if await self._drain_interrupts(run):
-                continue  # the follow-up comes first; the answer is deferred
-            return content.strip()
+                # The follow-up comes first: the answer is deferred.
+                await run.page.reset(self._emit)
+                await self._emit(ThinkingDone(iteration, as_thought))
+                continue
+            await self._emit(
+                ThinkingDone(iteration, reasoning if presenter.answer_live else as_thought)
+            )
+            return await self._answer(run, presenter, content.strip())
         return self._max_iterations_answer(run)
+
+    def _answer_live(self, run: _Run) -> bool:
+        """Whether a reply's answer streams as the answer (not when it will be rewritten)."""
+        return not (self.rewrite_answer and run.steps)
+
+    async def _answer(
+        self, run: _Run, presenter: NativeReplyPresenter | JsonReplyPresenter, answer: str
+    ) -> str:
+        """The loop's answer, complete on the page when it streamed live."""
+        if not presenter.answer_live:
+            return answer  # a draft, for the rewrite
+        run.answer_streamed = True
+        return await run.page.settle(answer, self._emit)
+
+    def _length_reason(self, reply: ChatResponse) -> str:
+        if reply.finish_reason == CUT and self.max_answer_tokens:
+            return length_limit_reason(self.max_answer_tokens)
+        return "The answer reached the model's output limit and was cut."
 
     # ------------------------------------------------------------------ LLM calls
 
-    async def _call_llm(self, run: _Run, iteration: int, **kwargs: Any) -> ChatResponse:
-        """One loop call: compaction first, one compact-and-retry on context overflow."""
+    async def _call_llm(
+        self,
+        run: _Run,
+        iteration: int,
+        presenter: NativeReplyPresenter | JsonReplyPresenter,
+        **kwargs: Any,
+    ) -> ChatResponse:
+        """One loop call, streamed: compaction first, one compact-and-retry on context
+        overflow (reported before anything streams)."""
         await self._emit(ThinkingStart(iteration))
         guard = self.context_guard
         if guard is not None:
             run.messages = await guard.check_and_compact(run.messages, hint="react_iteration")
         try:
-            response = await self._chat(run.messages, **kwargs)
+            response = await self._stream(run, presenter, **kwargs)
         except ContextOverflowError:
             if guard is None or run.overflow_retried:
                 raise
@@ -379,14 +466,30 @@ class ReActAgent:
             run.messages = await guard.check_and_compact(
                 run.messages, hint="react_iteration", budget_tokens=budget
             )
-            response = await self._chat(run.messages, **kwargs)
+            response = await self._stream(run, presenter, **kwargs)
         run.usage = run.usage + response.usage
         run.unseen_injections.clear()
         return response
 
-    async def _chat(self, messages: list[ChatMessage], **kwargs: Any) -> ChatResponse:
-        self._check_cancel()
-        return await run_cancellable(self.llm.chat(messages, **kwargs), self.cancel)
+    async def _stream(
+        self, run: _Run, presenter: NativeReplyPresenter | JsonReplyPresenter, **kwargs: Any
+    ) -> ChatResponse:
+        limit = self.max_answer_tokens or answer_phase.DEFAULT_MAX_ANSWER_TOKENS
+        try:
+            return await stream_reply(
+                self.llm,
+                run.messages,
+                on_delta=presenter.feed,
+                cancel=self.cancel,
+                max_chars=limit * CHARS_PER_TOKEN,
+                **kwargs,
+            )
+        except StreamBroken as exc:
+            run.usage = run.usage + exc.partial.usage
+            if not run.page.text:
+                raise exc.cause from exc  # nothing of an answer shown: the run failed
+            logger.warning("answer stream failed midway, keeping the partial answer: %s", exc)
+            raise _AnswerCut(BROKEN_ANSWER, "stream_broken") from exc
 
     def _json_response_format(self, tools: ToolRegistry) -> dict[str, Any] | None:
         abilities = self.llm.abilities
@@ -619,11 +722,20 @@ class ReActAgent:
 
     # ------------------------------------------------------------------ interrupts
 
-    async def _drain_interrupts(self, run: _Run) -> bool:
-        """Turn whatever the user sent meanwhile into ONE pinned message."""
+    def _pending_interrupts(self) -> list[str]:
         if self.interrupt_queue is None:
-            return False
-        texts = [text for text in self.interrupt_queue.drain() if text and text.strip()]
+            return []
+        return [text for text in self.interrupt_queue.drain() if text and text.strip()]
+
+    async def _drain_interrupts(self, run: _Run) -> bool:
+        """Turn whatever the user sent meanwhile into ONE pinned message.
+
+        While an answer is showing, only what was sent before it began counts: a follow-up
+        sent while the user watched the answer being written is the next run's question.
+        """
+        texts, run.held_injections = run.held_injections, []
+        if not run.page.started:
+            texts.extend(self._pending_interrupts())
         if not texts:
             return False
         run.messages.append(ChatMessage("user", prompts.format_interrupt(texts), pinned=True))
@@ -635,10 +747,7 @@ class ReActAgent:
 
     def _leftover_injections(self, run: _Run) -> list[str]:
         """Follow-ups no model call has seen yet: the next run's input."""
-        leftovers = list(run.unseen_injections)
-        if self.interrupt_queue is not None:
-            leftovers.extend(t for t in self.interrupt_queue.drain() if t and t.strip())
-        return leftovers
+        return [*run.unseen_injections, *run.held_injections, *self._pending_interrupts()]
 
     # ------------------------------------------------------------------ events
 
@@ -658,10 +767,10 @@ class ReActAgent:
     def stream_answer(self, result: AgentResult, query: str) -> AsyncIterator[str]:
         """Stream the final answer, then emit ``AnswerDone`` and ``Done``.
 
-        See :func:`engine.answer.stream_answer`: a succeeded run's answer is synthesised
-        from the question and the trace, a paused or failed run's explanation is streamed
-        as is; on cancellation ``result.status`` becomes ``cancelled`` and no ``Done``
-        follows.
+        See :func:`engine.answer.stream_answer`: the answer the loop streamed is yielded
+        at once, a rewrite (``rewrite_answer``) or a paused or failed run's explanation
+        streams now; on cancellation ``result.status`` becomes ``cancelled`` and no
+        ``Done`` follows.
         """
         return answer_phase.stream_answer(
             self.llm,
@@ -670,6 +779,8 @@ class ReActAgent:
             cancel=self.cancel,
             emit=self._emit,
             max_tokens=self.max_answer_tokens,
+            rewrite=self.rewrite_answer,
+            context_guard=self.context_guard,
         )
 
     async def finish(self, result: AgentResult, answer: str | None = None) -> None:
@@ -690,6 +801,10 @@ def _normalise_calls(calls: Sequence[ToolCall], iteration: int) -> list[ToolCall
         seen.add(call.id)
         out.append(call)
     return out
+
+
+def _joined(*parts: str) -> str:
+    return "\n\n".join(part.strip() for part in parts if part and part.strip())
 
 
 def _args_key(arguments: Any) -> str:

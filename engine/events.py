@@ -14,6 +14,7 @@ __all__ = [
     "AgentEvent",
     "AnswerDelta",
     "AnswerDone",
+    "AnswerReset",
     "AnswerSignal",
     "AnswerStart",
     "Compact",
@@ -25,6 +26,7 @@ __all__ = [
     "Phase",
     "ThinkingDone",
     "ThinkingStart",
+    "ThoughtDelta",
     "event_from_dict",
 ]
 
@@ -46,7 +48,27 @@ class ThinkingStart(AgentEvent):
 
 
 @dataclass
+class ThoughtDelta(AgentEvent):
+    """Text of a step's thought as it streams: the model's reasoning channel, a JSON
+    action's ``reasoning``, or text that turned out not to be the answer."""
+
+    iteration: int
+    content: str
+    channel: ClassVar[str] = "step"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "thinking",
+            "status": "delta",
+            "iteration": self.iteration,
+            "content": self.content,
+        }
+
+
+@dataclass
 class ThinkingDone(AgentEvent):
+    """The step's whole thought (empty: none, or only what streamed as the answer)."""
+
     iteration: int
     reasoning: str
     channel: ClassVar[str] = "step"
@@ -148,6 +170,18 @@ class AnswerDelta(AgentEvent):
 
 
 @dataclass
+class AnswerReset(AgentEvent):
+    """The text streamed since the last ``AnswerStart`` was not the answer (the step went
+    on to call tools, or a follow-up came first): readers empty the answer; the step's
+    ``ThinkingDone`` carries that text as its thought."""
+
+    channel: ClassVar[str] = "answer"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": "reset"}
+
+
+@dataclass
 class AnswerDone(AgentEvent):
     channel: ClassVar[str] = "answer"
 
@@ -232,6 +266,8 @@ def event_from_dict(channel: str, payload: dict[str, Any]) -> AgentEvent:
         if kind == "thinking":
             if status == "start":
                 return ThinkingStart(payload["iteration"])
+            if status == "delta":
+                return ThoughtDelta(payload["iteration"], payload.get("content", ""))
             return ThinkingDone(payload["iteration"], payload.get("reasoning", ""))
         if kind == "iteration":
             if status == "start":
@@ -252,6 +288,8 @@ def event_from_dict(channel: str, payload: dict[str, Any]) -> AgentEvent:
             return AnswerStart()
         if status == "delta":
             return AnswerDelta(payload.get("content", ""))
+        if status == "reset":
+            return AnswerReset()
         return AnswerDone()
     if channel == "compact":
         return Compact(payload["original_messages"], payload["kept_messages"])

@@ -61,8 +61,8 @@ To call a tool:
 from the list>", "tool_args": {{<arguments matching the tool's parameters>}}}}
 
 When you have enough information to answer:
-{{"type": "final_answer", "reasoning": "<briefly, how you know>", "answer": "<a concise \
-summary of your findings>"}}
+{{"type": "final_answer", "reasoning": "<briefly, how you know>", "answer": "<the answer \
+the user reads: direct, in Markdown where it helps>"}}
 
 ## Rules
 - Call one tool per reply. Its result comes back in a message starting with "Observation: ".
@@ -75,8 +75,9 @@ tools when they help.
 
 ## Rules
 - Call several tools at once when the calls are independent of each other.
-- When you have enough information, reply without calling a tool: give a concise summary of \
-your findings; it is turned into the final answer.
+- When you have enough information, reply without calling a tool: that reply is the answer \
+the user reads. Give it directly, in Markdown where it helps (headings, lists, tables, code \
+blocks), without mentioning tools or steps.
 {rules}"""
 
 SYNTHESIS_SYSTEM_PROMPT = """\

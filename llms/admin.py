@@ -115,6 +115,7 @@ class LLMModelAdmin(admin.ModelAdmin):
                     "json_schema_dialect",
                     "context_window",
                     "max_output_tokens",
+                    "rewrite_answer",
                     "roles",
                 ]
             },

@@ -138,6 +138,15 @@ class LLMModel(models.Model):
     )
     context_window = models.PositiveIntegerField(null=True, blank=True, help_text="In tokens.")
     max_output_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="In tokens.")
+    rewrite_answer = models.BooleanField(
+        "rewrite the answer after tools",
+        default=False,
+        help_text=(
+            "After a run that used tools, a second streamed call rewrites the answer from the "
+            "conversation and the tool results. Costs a call and delays the answer; for models "
+            "whose answers after tools read poorly."
+        ),
+    )
     roles = models.JSONField(default=list, blank=True)
     is_default = models.BooleanField("default", default=False)
     enabled = models.BooleanField(default=True)

@@ -200,16 +200,21 @@ Server-Sent Events (`text/event-stream`). Each event has `id:` (the conversation
 sequence number), `event:` (the protocol channel) and `data:` (the JSON payload):
 
 - `step`: `{type:"thinking", status:"start", iteration}`,
-  `{type:"thinking", status:"done", iteration, reasoning}`,
+  `{type:"thinking", status:"delta", iteration, content}` (the step's thought as it streams),
+  `{type:"thinking", status:"done", iteration, reasoning}` (the whole thought),
   `{type:"iteration", status:"start", iteration, tool_name, tool_args}`,
   `{type:"iteration", status:"done", iteration, tool_name, observation, error, iter_elapsed}`,
-  `{type:"answer", status:"start"}` (the answer stream follows)
-- `answer`: `{status:"start"}`, `{status:"delta", content}`, `{status:"done"}`
+  `{type:"answer", status:"start"}` (an answer not streamed by the loop follows)
+- `answer`: `{status:"start"}`, `{status:"delta", content}`, `{status:"done"}`, and
+  `{status:"reset"}`: the text since the last `start` was a step's thought, not the
+  answer (tool calls followed): empty the answer; the step's `thinking done` carries it.
+  The answer streams from the model's own call, so text can arrive before tool calls.
 - `compact`: `{original_messages, kept_messages}`
 - `phase`: `{phase:"selecting_tools", total_tools}`
 - `inject`: `{type:"inject", content}`
 - `done`: `{status, answer, iterations, usage, elapsed}` (status `succeeded`, or
-  `incomplete` with a `reason` when the answer was cut short)
+  `incomplete` with a `reason` when the answer was cut short; a `succeeded` one may carry a
+  `reason` too, e.g. when the answer could not be rewritten)
 - `error`: `{message, status, answer}` (status `failed`, `cancelled`, or `incomplete`
   when a run reached its time limit mid-answer); `answer` is the partial answer kept
   (`""` if none), which replaces what the deltas assembled

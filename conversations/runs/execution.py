@@ -211,9 +211,14 @@ class RunExecution:
                 context_guard=guard,
                 max_answer_tokens=setup.model.max_output_tokens,
                 approver=RunApprover(self.run_id, self.control),
+                rewrite_answer=setup.model.rewrite_answer,
             )
             self.result = await agent.run(setup.query, loaded.messages)
-            if self.result.status in (Run.Status.SUCCEEDED, Run.Status.PAUSED):
+            if self.result.status in (
+                Run.Status.SUCCEEDED,
+                Run.Status.PAUSED,
+                Run.Status.INCOMPLETE,
+            ):
                 async for _chunk in agent.stream_answer(self.result, setup.query):
                     pass
             if self.unsaved:

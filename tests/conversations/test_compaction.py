@@ -52,7 +52,7 @@ async def run_once(conversation, user, text):
 async def test_compacts_once_then_reuses_summary(user, small_model, llm_server, client):
     conversation = await sync_to_async(services.conversation_create)(owner=user)
     await sync_to_async(long_history)(conversation)
-    llm_server.push("SUMMARY-ONE: users asked 12 questions.", "Done.", "Answer one.")
+    llm_server.push("SUMMARY-ONE: users asked 12 questions.", "Answer one.")
 
     run1 = await run_once(conversation, user, "What now?")
 
@@ -80,11 +80,11 @@ async def test_compacts_once_then_reuses_summary(user, small_model, llm_server, 
     assert "SUMMARY-ONE" in summary_html
 
     requests_before = len(llm_server.requests)
-    llm_server.push("Done again.", "Answer two.")
+    llm_server.push("Answer two.")
     run2 = await run_once(conversation, user, "And then?")
 
     second_run_requests = llm_server.requests[requests_before:]
-    assert len(second_run_requests) == 2  # no new summarisation call
+    assert len(second_run_requests) == 1  # no new summarisation call
     first_text = [m["content"] for m in second_run_requests[0]["messages"]]
     assert any(t.startswith("[Conversation summary]: SUMMARY-ONE") for t in first_text)
     assert await CompactionSummary.objects.acount() == 1
@@ -94,11 +94,11 @@ async def test_compacts_once_then_reuses_summary(user, small_model, llm_server, 
 async def test_resummarises_incrementally(user, small_model, llm_server):
     conversation = await sync_to_async(services.conversation_create)(owner=user)
     await sync_to_async(long_history)(conversation)
-    llm_server.push("SUMMARY-ONE", "Done.", "Answer one.")
+    llm_server.push("SUMMARY-ONE", "Answer one.")
     await run_once(conversation, user, "first")
     await sync_to_async(long_history)(conversation)  # the conversation grows again
     start = len(llm_server.requests)
-    llm_server.push("SUMMARY-TWO", "Done.", "Answer two.")
+    llm_server.push("SUMMARY-TWO", "Answer two.")
     await run_once(conversation, user, "second")
 
     resummarise = llm_server.requests[start]["messages"][-1]["content"]
@@ -111,7 +111,7 @@ async def test_resummarises_incrementally(user, small_model, llm_server):
 async def test_summariser_failure_falls_back_to_truncation(user, small_model, llm_server):
     conversation = await sync_to_async(services.conversation_create)(owner=user)
     await sync_to_async(long_history)(conversation)
-    llm_server.push({"status": 400, "error_body": {"error": {"message": "nope"}}}, "Done.", "Ok.")
+    llm_server.push({"status": 400, "error_body": {"error": {"message": "nope"}}}, "Ok.")
     await run_once(conversation, user, "go")
     assert await CompactionSummary.objects.acount() == 0
     agent_messages = llm_server.requests[1]["messages"]

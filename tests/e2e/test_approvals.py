@@ -38,7 +38,6 @@ def test_approving_a_call_in_the_page_resumes_the_run(
 ) -> None:
     llm.script(
         {"tool_calls": [{"name": "current_time", "arguments": {"timezone": "Asia/Tokyo"}}]},
-        "Done.",
         "It is evening in Tokyo.",
     )
     new_conversation(chat_page)

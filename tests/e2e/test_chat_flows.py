@@ -172,7 +172,7 @@ def test_start_a_conversation(chat_page: Page, screenshot: Screenshot) -> None:
 def test_send_a_message_with_enter(
     chat_page: Page, llm: ScriptedLLM, screenshot: Screenshot
 ) -> None:
-    llm.script("Hello!", {"chunks": ["Hello ", "Alice!"]})
+    llm.script({"chunks": ["Hello ", "Alice!"]})
     new_conversation(chat_page)
     box = chat_page.locator("#composer textarea")
     box.fill("First line")
@@ -205,8 +205,7 @@ def test_tool_card_appears_then_fills_in(
         # flight are applied together once it lands, and the running card would not show.
         calculator_call("6*7", after_release="posted"),
         # The next reply is slow: the finished card shows while the agent thinks on.
-        {"content": "6*7 = 42.", "delay": 0.5},
-        {"chunks": ["6 × 7 ", "is **42**."]},
+        {"chunks": ["6 × 7 ", "is **42**."], "delay": 0.5},
     )
     new_conversation(chat_page)
     record(chat_page)
@@ -242,7 +241,7 @@ def test_frames_that_beat_the_post_response_are_not_lost(chat_page: Page, llm: S
     """A run starts once the message is saved: its frames may reach the page before the
     POST response that adds the run's block. Here the response is held until the whole run
     has streamed over the socket; the page must still show every step and the answer."""
-    llm.script(calculator_call("6*7"), {"content": "42."}, {"chunks": ["It is ", "**42**."]})
+    llm.script(calculator_call("6*7"), {"chunks": ["It is ", "**42**."]})
     sockets: list[Any] = []
     chat_page.on("websocket", lambda socket: sockets.append(socket))
     new_conversation(chat_page)
@@ -272,7 +271,7 @@ def test_answer_streams_and_renders_markdown(
     chat_page: Page, llm: ScriptedLLM, screenshot: Screenshot
 ) -> None:
     chunks = ["The ", "answer ", "is ", "**forty-two**", ", ", "says ", "`calc`."]
-    llm.script("The answer is 42.", {"chunks": chunks, "chunk_delay": 0.2})
+    llm.script({"chunks": chunks, "chunk_delay": 0.2})
     new_conversation(chat_page)
     record(chat_page)
     send(chat_page, "Stream me an answer")
@@ -296,11 +295,10 @@ def test_footer_shows_iterations_tokens_and_time(
 ) -> None:
     llm.script(
         calculator_call("1234*5678", usage=usage(100, 10)),
-        {"content": "1234*5678 = 7006652.", "usage": usage(120, 12)},
         {
             "chunks": ["**1234 × 5678 = ", "7,006,652**\n\n", "Computed with the ", "calculator."],
             "chunk_delay": 0.05,
-            "usage": usage(50, 8),
+            "usage": usage(170, 20),
         },
     )
     new_conversation(chat_page)
@@ -327,7 +325,6 @@ def test_follow_up_is_injected_and_answered(
     llm.script(
         # Slow first step: the follow-up arrives while the agent works.
         calculator_call("17*3", delay=2.5),
-        {"content": "17*3 = 51 (fifty-one)."},
         {"chunks": ["17 × 3 = 51, ", "in words: ", "fifty-one."], "chunk_delay": 0.05},
     )
     new_conversation(chat_page)
@@ -347,7 +344,7 @@ def test_follow_up_is_injected_and_answered(
     screenshot(chat_page)
 
     requests = llm.requests()
-    assert len(requests) == 3, [r["messages"] for r in requests]
+    assert len(requests) == 2, [r["messages"] for r in requests]
     assert interrupts(requests[0]) == []
     (interrupt,) = interrupts(requests[1])
     assert interrupt.startswith("[USER INTERRUPT]") and follow_up in interrupt, interrupt
@@ -360,9 +357,7 @@ def test_follow_up_sent_while_the_answer_streams_is_answered_next(
     run's question, and that run appears and streams without a reload."""
     follow_up = "And in Roman numerals?"
     llm.script(
-        {"content": "17*3 = 51."},
         {"chunks": ["17 × 3 ", "= ", "51."], "chunk_delay": 0.7},
-        {"content": "LI."},
         {"chunks": ["In Roman ", "numerals: LI."], "chunk_delay": 0.05},
     )
     new_conversation(chat_page)
@@ -388,8 +383,8 @@ def test_follow_up_sent_while_the_answer_streams_is_answered_next(
     expect(chat_page.locator(".msg.user")).to_have_count(2)
     expect(chat_page.locator(".msg.inject")).to_have_count(0)
     requests = llm.requests()
-    assert len(requests) == 4, [r["messages"] for r in requests]
-    assert follow_up in requests[2]["messages"][-1]["content"]
+    assert len(requests) == 2, [r["messages"] for r in requests]
+    assert follow_up in requests[1]["messages"][-1]["content"]
 
 
 def test_stop_ends_a_long_run(chat_page: Page, llm: ScriptedLLM, screenshot: Screenshot) -> None:
@@ -420,7 +415,6 @@ def test_reload_mid_run_keeps_streaming(
     full = "".join(chunks)
     llm.script(
         calculator_call("2**10"),
-        "2**10 = 1024.",
         {"chunks": chunks, "chunk_delay": 0.5},
     )
     new_conversation(chat_page)
@@ -480,7 +474,7 @@ def test_second_user_gets_404(
 
 
 def test_pin_toggle_persists(chat_page: Page, llm: ScriptedLLM, screenshot: Screenshot) -> None:
-    llm.script("Noted.", {"chunks": ["Noted: ", "your name is Alice."]})
+    llm.script({"chunks": ["Noted: ", "your name is Alice."]})
     new_conversation(chat_page)
     send(chat_page, "Remember: my name is Alice.")
     run_id = latest_run(chat_page)
@@ -502,7 +496,7 @@ def test_pin_toggle_persists(chat_page: Page, llm: ScriptedLLM, screenshot: Scre
 
 
 def test_answer_pin_appears_without_reload(chat_page: Page, llm: ScriptedLLM) -> None:
-    llm.script("Done.", {"chunks": ["All ", "done."]})
+    llm.script({"chunks": ["All ", "done."]})
     new_conversation(chat_page)
     send(chat_page, "Say done")
     run_id = latest_run(chat_page)

@@ -11,7 +11,7 @@ import pytest
 from engine import prompts
 from engine.agent import ReActAgent
 from engine.errors import AgentPaused, EngineError, ErrorTracker
-from engine.events import AgentEvent, AnswerSignal, ThinkingStart
+from engine.events import AgentEvent, AnswerDelta, AnswerSignal, ThinkingStart
 from engine.llm.base import AuthenticationError, ContextOverflowError, UnavailableError
 from engine.llm.scripted import ScriptedLLM
 from engine.messages import ChatMessage
@@ -286,7 +286,8 @@ async def test_async_event_callback_is_awaited() -> None:
 
     await ReActAgent(native("hi"), make_tools(), on_event=collect).run("q")
 
-    assert isinstance(seen[0], ThinkingStart) and isinstance(seen[-1], AnswerSignal)
+    assert isinstance(seen[0], ThinkingStart)
+    assert [e.content for e in seen if isinstance(e, AnswerDelta)] == ["hi"]
 
 
 async def test_failed_runs_emit_no_answer_signal() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from engine import prompts
 from engine.agent import ReActAgent
-from engine.events import AgentEvent, AnswerSignal, Inject
+from engine.events import AgentEvent, AnswerDelta, AnswerReset, Inject
 from engine.interrupts import InterruptQueue
 from engine.llm.scripted import ScriptedLLM
 from engine.messages import ChatMessage
@@ -79,8 +79,12 @@ async def test_json_mode_defers_the_final_answer_for_an_interrupt() -> None:
     assert interrupt_messages(llm.calls[1]["messages"]) == []
     injects = [e for e in events if isinstance(e, Inject)]
     assert [e.to_dict() for e in injects] == [{"type": "inject", "content": "also in French"}]
-    assert sum(isinstance(e, AnswerSignal) for e in events) == 1
-    assert result.pending_injections == []
+    # The premature answer streamed, then was taken back; the final one streamed whole.
+    assert sum(isinstance(e, AnswerReset) for e in events) == 1
+    after_reset = events[[type(e) for e in events].index(AnswerReset) :]
+    streamed = "".join(e.content for e in after_reset if isinstance(e, AnswerDelta))
+    assert streamed == "answer incl. French"
+    assert result.answer_streamed and result.pending_injections == []
 
 
 async def test_json_mode_drains_right_after_the_assistant_message() -> None:

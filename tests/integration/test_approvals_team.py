@@ -34,9 +34,7 @@ def approval_stack() -> Iterator[Stack]:
 
 def calculator_then_answer(marker: str, answer: str) -> list[dict]:
     call = {"name": "calculator", "arguments": {"expression": "6*7"}, "id": "calc-1"}
-    return [
-        {"contains": marker, "in": "any", "responses": [{"tool_calls": [call]}, "Done.", answer]}
-    ]
+    return [{"contains": marker, "in": "any", "responses": [{"tool_calls": [call]}, answer]}]
 
 
 @pytest.mark.parametrize(

@@ -57,7 +57,7 @@ async def test_a_worker_killed_mid_answer_is_reported_and_nothing_shown_is_lost(
             {
                 "contains": marker,
                 "in": "any",
-                "responses": [{"content": "Done."}, {"chunks": words, "chunk_delay": 0.1}],
+                "responses": [{"chunks": words, "chunk_delay": 0.1}],
             }
         ]
     )
@@ -117,11 +117,11 @@ async def test_a_conversation_goes_on_on_the_other_worker_after_one_is_killed(
         rules=[
             {
                 "contains": f"{marker}: first",
-                "responses": [{"content": "Done."}, {"chunks": words, "chunk_delay": 0.1}],
+                "responses": [{"chunks": words, "chunk_delay": 0.1}],
             },
             {
                 "contains": f"{marker}: again",
-                "responses": [{"content": "Done."}, {"chunks": ["Still ", "here."]}],
+                "responses": [{"chunks": ["Still ", "here."]}],
             },
         ]
     )
@@ -175,12 +175,12 @@ def slow_answer(marker: str, words: int = 120, delay: float = 0.05) -> dict:
     return {
         "contains": marker,
         "in": "any",
-        "responses": [{"content": "Done."}, {"chunks": chunks, "chunk_delay": delay}],
+        "responses": [{"chunks": chunks, "chunk_delay": delay}],
     }
 
 
 def quick_answer(marker: str, text: str) -> dict:
-    return {"contains": marker, "in": "any", "responses": [{"content": "Done."}, text]}
+    return {"contains": marker, "in": "any", "responses": [text]}
 
 
 async def words_shown(stream: EventStream, count: int, stack: Stack) -> None:

@@ -76,7 +76,7 @@ async def test_server_errors_fail_the_run_in_plain_words(limited_stack: Stack, b
 
 async def test_a_rate_limit_is_waited_out(limited_stack: Stack, browser) -> None:
     limited = {"status": 429, "headers": {"Retry-After": "1"}}
-    stream, run = await ask(limited_stack, browser, [limited, "Done.", "Worth the wait."])
+    stream, run = await ask(limited_stack, browser, [limited, "Worth the wait."])
 
     assert run["status"] == "succeeded"
     assert stream.runs()[-1][-1][2]["answer"] == "Worth the wait."
@@ -84,7 +84,7 @@ async def test_a_rate_limit_is_waited_out(limited_stack: Stack, browser) -> None
 
 async def test_a_stream_cut_mid_answer_is_kept_incomplete(limited_stack: Stack, browser) -> None:
     cut = {"chunks": ["The first ", "part ", "and ", "never the rest"], "cut_after": 3}
-    stream, run = await ask(limited_stack, browser, ["Done.", cut])
+    stream, run = await ask(limited_stack, browser, [cut])
 
     assert run["status"] == "incomplete"
     assert stream.runs()[-1][-1][2]["answer"] == "The first part and "
@@ -93,7 +93,7 @@ async def test_a_stream_cut_mid_answer_is_kept_incomplete(limited_stack: Stack, 
 
 async def test_a_stalled_stream_is_cut_at_the_timeout(limited_stack: Stack, browser) -> None:
     stalled = {"chunks": ["Half ", "of it"], "hang": 60}
-    stream, run = await ask(limited_stack, browser, ["Done.", stalled])
+    stream, run = await ask(limited_stack, browser, [stalled])
 
     assert run["status"] == "incomplete"
     assert stream.runs()[-1][-1][2]["answer"] == "Half "
@@ -101,7 +101,7 @@ async def test_a_stalled_stream_is_cut_at_the_timeout(limited_stack: Stack, brow
 
 async def test_an_endless_answer_stops_at_the_output_cap(limited_stack: Stack, browser) -> None:
     endless = {"chunks": ["word "] * 5000}
-    stream, run = await ask(limited_stack, browser, ["Done.", endless])
+    stream, run = await ask(limited_stack, browser, [endless])
 
     assert run["status"] == "incomplete" and "length limit" in run["error"]
     assert 0 < len(stream.runs()[-1][-1][2]["answer"]) <= OUTPUT_CAP * 4
@@ -109,7 +109,7 @@ async def test_an_endless_answer_stops_at_the_output_cap(limited_stack: Stack, b
 
 async def test_a_slow_endless_answer_stops_at_the_deadline(limited_stack: Stack, browser) -> None:
     slow = {"chunks": ["w "] * 1000, "chunk_delay": 0.5}
-    stream, run = await ask(limited_stack, browser, ["Done.", slow])
+    stream, run = await ask(limited_stack, browser, [slow])
 
     assert run["status"] == "incomplete"
     assert f"{DEADLINE:.0f}" in run["error"]
@@ -140,8 +140,8 @@ async def test_finished_streams_leave_nothing_behind(limited_stack: Stack, brows
     """Streams ended by faults (a cut, a rate limit, server errors) and followed over SSE
     and the websocket: once they end, no descriptor, thread or subscription remains."""
     faults = [
-        ["Done.", {"chunks": ["Cut ", "short ", "here"], "cut_after": 2}],
-        [{"status": 429, "headers": {"Retry-After": "1"}}, "Done.", "Fine."],
+        [{"chunks": ["Cut ", "short ", "here"], "cut_after": 2}],
+        [{"status": 429, "headers": {"Retry-After": "1"}}, "Fine."],
         [{"status": 503}] * 8,
     ]
 

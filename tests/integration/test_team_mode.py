@@ -32,9 +32,14 @@ def tag(prefix: str) -> str:
 
 
 def assert_streamed(frames: list[str], run_id: int, answer: str) -> None:
-    """Answer deltas arrived live, before the finish frame, and add up to the answer."""
+    """Answer deltas arrived live, before the finish frame, and add up to the answer (from
+    the last reset: text taken back because it was a step's thought)."""
     finish = next(i for i, f in enumerate(frames) if finished_frame(run_id)(f))
-    deltas = [text for f in frames[:finish] for rid, text in DELTA.findall(f) if int(rid) == run_id]
+    deltas: list[str] = []
+    for f in frames[:finish]:
+        if f'id="answer-{run_id}"' in f:  # the answer element replaced: emptied
+            deltas = []
+        deltas += [text for rid, text in DELTA.findall(f) if int(rid) == run_id]
     assert deltas, f"no answer delta before the finish frame: {frames}"
     assert "".join(deltas) == answer, deltas
     assert f"<p>{answer}</p>" in frames[finish]
@@ -100,7 +105,6 @@ async def test_a_run_executes_in_the_worker_and_streams_through_redis(
                 "contains": marker,
                 "in": "any",
                 "responses": [
-                    {"content": "Worked it out."},  # the tool loop: a final answer at once
                     {"chunks": ["Hello ", "from ", "the ", "worker."], "chunk_delay": 0.05},
                 ],
             }
@@ -131,7 +135,7 @@ async def test_a_run_executes_in_the_worker_and_streams_through_redis(
     # Celery's own line per task is off: the runner's line above replaces it.
     assert f"run_agent[{row['task_id']}] received" not in stack.worker.text()
     assert f"run {run_id} finished" not in stack.daphne.text()  # not executed in daphne
-    assert len(await llm_requests_with(stack, marker)) == 2
+    assert len(await llm_requests_with(stack, marker)) == 1  # the answer is the loop's call
     # Both processes run on uvloop (agentsite.eventloop's default).
     await worker_logged(stack, "runs execute on uvloop.Loop")
     assert "serving on uvloop.Loop" in stack.daphne.text()
@@ -154,7 +158,6 @@ async def test_a_follow_up_reaches_the_running_worker(team_stack: Stack, browser
                 "in": "any",
                 "responses": [
                     {"content": "First thoughts.", "delay": SLOW_LLM_SECONDS},
-                    {"content": "Covered the follow-up too."},
                     {"chunks": ["Penguins ", "included."]},
                 ],
             }
@@ -180,7 +183,7 @@ async def test_a_follow_up_reaches_the_running_worker(team_stack: Stack, browser
     # Posted while the slow reply was still in flight (same monotonic clock on one host).
     assert posted_at < first["time"] + SLOW_LLM_SECONDS
     requests = await llm_requests_with(stack, marker)
-    assert len(requests) == 3, [r["body"]["messages"][-1] for r in requests]
+    assert len(requests) == 2, [r["body"]["messages"][-1] for r in requests]
     second = requests[1]["body"]["messages"]
     interrupts = [
         m["content"]
@@ -214,9 +217,7 @@ async def test_a_follow_up_sent_while_the_answer_streams_is_answered_by_a_new_wo
                 "contains": marker,
                 "in": "any",
                 "responses": [
-                    {"content": "Birds fly."},
                     {"chunks": ["Birds ", "fly ", "high."], "chunk_delay": 0.5},
-                    {"content": "Penguins swim."},
                     {"chunks": ["Penguins ", "swim."]},
                 ],
             }
@@ -226,7 +227,7 @@ async def test_a_follow_up_sent_while_the_answer_streams_is_answered_by_a_new_wo
     async with Frames(browser.socket(conversation_id), describe=stack.logs) as frames:
         run_id = run_id_of(await browser.send(conversation_id, f"{marker}: do birds fly?"))
         await frames.wait(
-            lambda f: f"beforeend:#answer-{run_id}" in f and "Birds" in f,
+            lambda f: f"beforeend:#answer-src-{run_id}" in f and "Birds" in f,
             timeout=15,
             what="the answer streaming",
         )
@@ -254,8 +255,8 @@ async def test_a_follow_up_sent_while_the_answer_streams_is_answered_by_a_new_wo
     assert (await run_ends(stack, second))["status"] == "succeeded"
     await worker_logged(stack, f"run {second} finished: succeeded")
     requests = await llm_requests_with(stack, marker)
-    assert len(requests) == 4, [r["body"]["messages"][-1] for r in requests]
-    assert "and penguins?" in str(requests[2]["body"]["messages"][-1]["content"])
+    assert len(requests) == 2, [r["body"]["messages"][-1] for r in requests]
+    assert "and penguins?" in str(requests[1]["body"]["messages"][-1]["content"])
 
 
 async def test_stop_reaches_the_worker_and_closes_the_llm_request(
@@ -335,7 +336,7 @@ async def test_finished_event_streams_leave_no_subscription_behind(
             {
                 "contains": marker,
                 "in": "any",
-                "responses": [{"content": "Done."}, {"chunks": ["All ", "done."]}],
+                "responses": [{"chunks": ["All ", "done."]}],
             }
         ]
     )

@@ -131,7 +131,8 @@ def get_weather(city: str) -> str:
 
 
 async def test_agent_run_in_json_schema_mode(local_server: ServerInfo):
-    """Tool call, observation, final answer, streamed synthesis: the whole loop, for real."""
+    """Tool call, observation, a final answer streamed from its JSON action as the model
+    writes it (no second call): the whole loop, for real."""
     llm = make_llm(
         local_server,
         abilities={"json_mode": True, "json_schema": True, "json_schema_dialect": "llamacpp"},
@@ -154,6 +155,8 @@ async def test_agent_run_in_json_schema_mode(local_server: ServerInfo):
     assert result.answer.strip()
     kinds = [type(e) for e in events]
     assert kinds.index(IterationStart) < kinds.index(IterationDone)
-    assert len(chunks) >= 2 and "".join(chunks).strip()
-    assert sum(1 for e in events if isinstance(e, AnswerDelta)) >= 2
+    assert result.answer_streamed and chunks == [result.answer]
+    streamed = "".join(e.content for e in events if isinstance(e, AnswerDelta))
+    assert sum(1 for e in events if isinstance(e, AnswerDelta)) >= 2 and streamed == result.answer
+    assert "{" not in streamed and '"answer"' not in streamed  # the field's text, not JSON
     assert isinstance(events[-1], Done)

@@ -129,8 +129,11 @@ async def test_run_through_the_api_streams_the_documented_events_in_order(
 ):
     llm_server.push(
         {"tool_calls": [{"name": "calculator", "arguments": {"expression": "6*7"}}]},
-        {"content": "It is 42.", "reasoning_content": "multiply"},
-        {"content": "The answer is **42**.", "chunks": ["The answer ", "is ", "**42**."]},
+        {
+            "content": "The answer is **42**.",
+            "reasoning_content": "multiply",
+            "chunks": ["The answer ", "is ", "**42**."],
+        },
     )
     conversation_id = await new_conversation(http)
     posted = await post_message(http, conversation_id, "What is 6*7?")
@@ -149,12 +152,19 @@ async def test_run_through_the_api_streams_the_documented_events_in_order(
         ("step", "iteration", "start"),
         ("step", "iteration", "done"),
         ("step", "thinking", "start"),
-        ("step", "thinking", "done"),
-        ("step", "answer", "start"),
+        ("step", "thinking", "delta"),  # the reasoning, as it streams
+        ("answer", None, "start"),  # the answer streams from the same call
     ]
+    assert events[5].data == {
+        "type": "thinking",
+        "status": "delta",
+        "iteration": 2,
+        "content": "multiply",
+    }
     answer = [e for e in events if e.event == "answer"]
     assert answer[0].data == {"status": "start"} and answer[-1].data == {"status": "done"}
     assert all(e.data["status"] == "delta" for e in answer[1:-1]) and len(answer) >= 3
+    assert ("step", "thinking", "done") in kinds(events)[7:]
     assert events[-1].event == "done"
     assert events[-2].data == {"status": "done"} and events[-2].event == "answer"
     tool_start, tool_done = events[2].data, events[3].data
@@ -184,7 +194,6 @@ async def test_replay_after_reconnect_equals_the_live_stream(
     llm_server.push(
         {"tool_calls": [{"name": "gate", "arguments": {"name": "one"}}]},
         {"tool_calls": [{"name": "gate", "arguments": {"name": "two"}}]},
-        {"content": "Both gates passed."},
         {"content": "Both gates are open.", "chunks": ["Both ", "gates ", "are ", "open."]},
     )
     conversation_id = await new_conversation(http)
@@ -228,7 +237,6 @@ async def test_message_during_a_run_is_injected_and_streamed(
 ):
     llm_server.push(
         {"tool_calls": [{"name": "gate", "arguments": {"name": "g"}}]},
-        {"content": "Done, and noted."},
         {"content": "Done; noted your follow-up."},
     )
     conversation_id = await new_conversation(http)
@@ -274,15 +282,15 @@ async def test_cancel_through_the_api_ends_the_stream_with_error(
 async def test_default_start_is_the_latest_runs_first_event(
     http, sse, token, chat_model, llm_server
 ):
-    llm_server.push("First answer.", "First, polished.", "Second answer.", "Second, polished.")
+    llm_server.push("First answer.", "Second answer.")
     conversation_id = await new_conversation(http)
     path = f"/api/conversations/{conversation_id}/events"
     await post_message(http, conversation_id, "one")
     first_run = await (await sse(path, token=token)).rest()
     await post_message(http, conversation_id, "two")
     second_run = await (await sse(path, token=token)).rest()
-    assert first_run[-1].data["answer"] == "First, polished."
-    assert second_run[-1].data["answer"] == "Second, polished."
+    assert first_run[-1].data["answer"] == "First answer."
+    assert second_run[-1].data["answer"] == "Second answer."
     assert second_run[0].id == first_run[-1].id + 1
 
     # Later, without Last-Event-ID: only the latest run is replayed, then the stream ends.

@@ -23,7 +23,7 @@ def offered_tools(request) -> set[str]:
 
 
 async def run_once(user, conversation, llm_server, text="hi") -> Run:
-    llm_server.push("Done.", "Final answer.")
+    llm_server.push("Final answer.")
     _, run, _ = await sync_to_async(services.message_post)(
         conversation=conversation, user=user, content=text
     )

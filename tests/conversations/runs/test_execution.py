@@ -70,7 +70,6 @@ def event_list(run):
 async def test_tool_call_then_streamed_answer(user, chat_model, llm_server, no_launch):
     llm_server.push(
         {"tool_calls": [{"name": "shout", "arguments": {"text": "hi"}}]},
-        {"content": "The tool said HI."},
         {"content": "The answer is **HI**.", "usage": {"prompt_tokens": 7, "completion_tokens": 5}},
     )
     conversation = await sync_to_async(services.conversation_create)(owner=user)
@@ -91,7 +90,7 @@ async def test_tool_call_then_streamed_answer(user, chat_model, llm_server, no_l
         ("step", "iteration", "start"),
         ("step", "iteration", "done"),
     ]
-    assert ("step", "answer", "start") in events
+    assert ("answer", None, "start") in events
     assert events[-1] == ("done", None, "succeeded")
     assert events[-2] == ("answer", None, "done")
     seqs = [
@@ -230,7 +229,7 @@ async def test_a_failing_close_leaves_the_log_whole_and_the_run_failed(
         raise RuntimeError("the database went away")
 
     monkeypatch.setattr(lifecycle, "run_close_with_answer", failing_close)
-    llm_server.push("Done.", {"content": "Final answer.", "chunks": ["Final ", "answer."]})
+    llm_server.push({"content": "Final answer.", "chunks": ["Final ", "answer."]})
     conversation = await sync_to_async(services.conversation_create)(owner=user)
     message, run, _ = await sync_to_async(post)(conversation, user, "hi")
 
@@ -273,7 +272,7 @@ async def test_model_disabled_after_pick_is_refused_at_run_start(user, chat_mode
 
 async def posted_run_with_listener(user, llm_server):
     """A queued run answering "Final answer.", and a channel in its conversation's group."""
-    llm_server.push("Done.", "Final answer.")
+    llm_server.push("Final answer.")
     conversation = await sync_to_async(services.conversation_create)(owner=user)
     _, run, _ = await sync_to_async(post)(conversation, user, "hi")
     layer = get_channel_layer()
@@ -351,7 +350,7 @@ async def test_a_run_started_at_the_previous_ones_done_numbers_its_events_after_
         pass
     # Read the moment the done frame arrived.
     marked = await sync_to_async(last_event_seq, thread_sensitive=False)(conversation.pk)
-    llm_server.push("Done.", "Second answer.")
+    llm_server.push("Second answer.")
     _, second, _ = await sync_to_async(post)(conversation, user, "next question")
     assert await execute(second.pk) == "succeeded"
     await running
@@ -371,7 +370,7 @@ async def test_a_followup_sent_while_the_answer_streams_starts_the_next_run(
     this run, so it becomes the next run's question (it is not marked as taken in)."""
     frames: list[dict] = []
     llm_server.push(
-        "Done.", {"content": "Final answer.", "chunks": ["Final ", "answer."], "chunk_delay": 0.3}
+        {"content": "Final answer.", "chunks": ["Final ", "answer."], "chunk_delay": 0.3}
     )
     conversation = await sync_to_async(services.conversation_create)(owner=user)
     _, run, _ = await sync_to_async(post)(conversation, user, "hi")
@@ -397,7 +396,7 @@ async def test_a_followup_sent_while_the_answer_streams_starts_the_next_run(
     assert outcome.status == "succeeded"
     followup_run = await Run.objects.exclude(pk=run.pk).aget(conversation=conversation)
     assert followup_run.trigger_message_id == followup.pk
-    assert len(llm_server.requests) == 2  # this run's two calls; neither saw the follow-up
+    assert len(llm_server.requests) == 1  # this run's one call, which never saw it
     # The page gets the question and the new run's block before the new run is launched
     # (its launcher launches outcome.followup_run_id once the run returned).
     assert outcome.followup_run_id == followup_run.pk
@@ -415,7 +414,7 @@ async def test_a_stopped_answer_keeps_the_text_the_page_showed(
 ):
     """Stop mid-answer: what streamed stays, as an incomplete answer, on a reload (the
     page), in the API and in what the model sees next."""
-    llm_server.push("Done.", {"chunks": ["Half an answer", " never sent"], "hang": 30})
+    llm_server.push({"chunks": ["Half an answer", " never sent"], "hang": 30})
     conversation = await sync_to_async(services.conversation_create)(owner=user)
     _, run, _ = await sync_to_async(post)(conversation, user, "tell me")
     layer = get_channel_layer()
@@ -497,11 +496,11 @@ async def test_a_run_reported_interrupted_while_alive_drops_its_late_answer(
     """Its process could not heartbeat (say, the database was away) and a sweep reported
     it interrupted: when it then finishes, what the user was told stands. No answer is
     saved over the report, no done event follows it."""
-    llm_server.push("Done.", {"chunks": ["Late ", "answer"], "after_release": "answer"})
+    llm_server.push({"chunks": ["Late ", "answer"], "after_release": "answer"})
     conversation = await sync_to_async(services.conversation_create)(owner=user)
     _, run, _ = await sync_to_async(post)(conversation, user, "tell me")
     running = asyncio.ensure_future(execute(run.pk))
-    assert await asyncio.to_thread(llm_server.wait_for_requests, 2, 10)  # the answer waits
+    assert await asyncio.to_thread(llm_server.wait_for_requests, 1, 10)  # the answer waits
     await Run.objects.filter(pk=run.pk).aupdate(heartbeat_at=timezone.now() - timedelta(hours=1))
     assert await sync_to_async(lifecycle.run_sweep_stale)() == 1
 
@@ -522,7 +521,7 @@ async def test_an_answer_whose_stream_breaks_off_is_saved_incomplete_with_a_retr
     provider = chat_model.provider
     provider.timeout = 0.5  # the read timeout that cuts the stalled stream
     await provider.asave(update_fields=["timeout"])
-    llm_server.push("Done.", {"chunks": ["The first half", " never comes"], "hang": 10})
+    llm_server.push({"chunks": ["The first half", " never comes"], "hang": 10})
     conversation = await sync_to_async(services.conversation_create)(owner=user)
     _, run, _ = await sync_to_async(post)(conversation, user, "explain")
 

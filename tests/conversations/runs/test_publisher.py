@@ -13,7 +13,7 @@ from django.db import DatabaseError
 from conversations import services
 from conversations.models import RunEvent
 from conversations.runs import publisher
-from engine.events import AnswerDelta, AnswerDone, IterationStart, ThinkingStart
+from engine.events import AnswerDelta, AnswerDone, IterationStart, ThinkingStart, ThoughtDelta
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -187,3 +187,21 @@ async def test_events_a_failed_write_kept_are_written_by_the_next(new_run, monke
     await pub.close()
 
     assert [p["content"] for _s, _c, p in await logged(pub.run_id)] == ["kept ", "and written"]
+
+
+async def test_thought_and_answer_text_merge_apart_and_keep_their_order(new_run):
+    layer = GatedLayer()
+    pub = await make_publisher(new_run, layer)
+
+    for piece in ("Let ", "me ", "think."):
+        await pub.on_event(ThoughtDelta(1, piece))
+    for piece in ("The ", "answer."):
+        await pub.on_event(AnswerDelta(piece))
+    await pub.close()
+
+    texts = [(c, p.get("type"), p["content"]) for c, p in layer.sent]
+    assert "".join(t for c, _k, t in texts if c == "step") == "Let me think."
+    assert "".join(t for c, _k, t in texts if c == "answer") == "The answer."
+    kinds = [c for c, _k, _t in texts]
+    assert kinds == sorted(kinds, key=lambda c: c == "answer")  # no thought after the answer
+    assert all(layer.sent[i][1]["iteration"] == 1 for i, k in enumerate(kinds) if k == "step")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from engine.answer import merge_ready
 from engine.llm.base import ChatDelta, Usage
+from engine.streaming import merge_ready
 
 
 async def test_waiting_text_chunks_become_one_delta_and_the_final_delta_is_kept():
