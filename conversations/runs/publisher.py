@@ -11,10 +11,11 @@ conversation's event before it (``prev``; numbers have gaps, see
 events were sent before it joined and not yet written, and it waits for them to reach the
 log (:func:`conversations.eventlog.read_through`).
 
-Answer deltas are coalesced: a run has at most one delta frame being sent; the deltas
-that arrive meanwhile go out together in the next one, at most one per ``FRAME_INTERVAL``
-while frames flow. On a quiet stream each delta goes out at once; when sending gets slow
-(the process or the channel layer is saturated) frames grow instead of queueing.
+Text deltas (the answer's, a step's thought) are coalesced: a run has at most one delta
+frame being sent; the deltas that arrive meanwhile go out together in the next one, at
+most one per frame interval while frames flow. The interval is zero while the process has
+spare CPU and grows as it gets busy (:mod:`conversations.runs.pacing`): frames grow
+instead of queueing.
 """
 
 from __future__ import annotations
@@ -38,14 +39,14 @@ from conversations.numbering import (
 from conversations.rendering import RunView, build_run_view
 from conversations.runs import loops
 from conversations.runs.db import db, log_db, patiently
-from engine.events import AgentEvent, AnswerDelta, ErrorEvent, IterationDone
+from conversations.runs.pacing import pacer
+from engine.events import AgentEvent, AnswerDelta, ErrorEvent, IterationDone, ThoughtDelta
 from engine.loops import PerLoop
 
 logger = logging.getLogger(__name__)
 
 Entry = tuple[int, int, str, dict[str, Any]]  # (seq, run_id, channel, payload)
 
-FRAME_INTERVAL = 0.05
 # A delta arriving at least this long after the previous one is not part of a burst: it
 # goes out at once (a steady 20 tokens/s stream never waits).
 IDLE_GAP = 0.025
@@ -122,6 +123,7 @@ class RunPublisher:
         self.db_writes = 0
         self.unwritten: list[Entry] = []
         self._pending_delta = ""
+        self._pending_iteration: int | None = None  # the thought's step; None: the answer
         self._last_frame_at = 0.0
         self._last_delta_at = 0.0
         self._delta_task: asyncio.Task[None] | None = None
@@ -130,7 +132,10 @@ class RunPublisher:
     async def on_event(self, event: AgentEvent) -> None:
         """The engine's ``on_event`` callback."""
         if isinstance(event, AnswerDelta):
-            await self._on_delta(event.content)
+            await self._on_delta(event.content, None)
+            return
+        if isinstance(event, ThoughtDelta):
+            await self._on_delta(event.content, event.iteration)
             return
         await self.send_pending_delta()
         await self.publish(event.channel, event.to_dict())
@@ -209,10 +214,14 @@ class RunPublisher:
         self.frames_sent += 1
 
     # deltas ---------------------------------------------------------------------------
-    async def _on_delta(self, content: str) -> None:
-        """Hand the delta to the run's delta sender; the engine never waits for a send."""
+    async def _on_delta(self, content: str, iteration: int | None) -> None:
+        """Hand the delta (of the answer, or of step ``iteration``'s thought) to the run's
+        delta sender; the engine never waits for a send."""
         if not content:
             return
+        if self._pending_delta and iteration != self._pending_iteration:
+            await self.send_pending_delta()  # another stream's text: in order, not merged
+        self._pending_iteration = iteration
         now = time.monotonic()
         # Quiet: the previous delta came a while ago (not the previous frame: that would
         # phase-lock a steady 20 tokens/s stream into waiting).
@@ -224,7 +233,7 @@ class RunPublisher:
 
     async def _send_deltas(self, *, at_once: bool) -> None:
         """Send the held text until none is left: what arrives during a send waits for it
-        and goes out in the next frame, ``FRAME_INTERVAL`` after the previous one at most."""
+        and goes out in the next frame, one frame interval after the previous one."""
         if not at_once:
             await self._until_next_frame()
         while self._pending_delta:
@@ -233,7 +242,7 @@ class RunPublisher:
                 await self._until_next_frame()
 
     async def _until_next_frame(self) -> None:
-        delay = self._last_frame_at + FRAME_INTERVAL - time.monotonic()
+        delay = self._last_frame_at + pacer().interval() - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
 
@@ -241,8 +250,16 @@ class RunPublisher:
         """Send the answer text held back, if any. Never cancels the delta sender: it may be
         inside publish() already; sending now empties the buffer, the sender finds none."""
         content, self._pending_delta = self._pending_delta, ""
-        if content:
+        if not content:
+            return
+        iteration = self._pending_iteration
+        if iteration is None:
             await self.publish("answer", {"status": "delta", "content": content})
+        else:
+            await self.publish(
+                "step",
+                {"type": "thinking", "status": "delta", "iteration": iteration, "content": content},
+            )
 
 
 class EventWriter:
