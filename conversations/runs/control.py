@@ -283,11 +283,12 @@ def beat_and_read(run_ids: list[int]) -> dict[int, RunState]:
 
 
 def read_runs_state(run_ids: list[int]) -> dict[int, RunState]:
-    """For each run: whether it must stop (a Stop was requested, or it is no longer
-    running: a sweep reported it interrupted while its process could not reach the
-    database), and its follow-ups not yet delivered (oldest first)."""
+    """For each run: whether it must stop (a Stop was requested, or it ended: a sweep
+    reported it interrupted while its process could not reach the database), and its
+    follow-ups not yet delivered (oldest first). A run still queued is not stopped: it
+    listens from before its claim, and a beat may come first."""
     states: dict[int, RunState] = {run_id: (False, []) for run_id in run_ids}
-    must_stop = Q(cancel_requested=True) | ~Q(status=Run.Status.RUNNING)
+    must_stop = Q(cancel_requested=True) | ~Q(status__in=Run.ACTIVE_STATUSES)
     for run_id in Run.objects.filter(must_stop, pk__in=run_ids).values_list("pk", flat=True):
         states[run_id] = (True, states[run_id][1])
     pending = (

@@ -9,6 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from conversations import services
 from conversations.models import Conversation, Message, Run
 from conversations.runs import lifecycle
+from conversations.runs.control import beat_and_read
 
 pytestmark = pytest.mark.django_db
 
@@ -81,3 +82,18 @@ def test_closing_a_run_records_how_it_ended(user):
     )
     assert run.finished_at is not None and run.finished_at >= run.started_at
     assert followup is None
+
+
+def test_a_heartbeat_before_the_claim_does_not_stop_the_run(user):
+    """A run listens for Stop from before its claim; under load a beat can come first.
+    It must not read "not running" as a stop (a burst of 200 runs lost one this way)."""
+    queued = queued_run(user)
+    stopped = queued_run(user, "Stop me")
+    Run.objects.filter(pk=stopped.pk).update(cancel_requested=True)
+    ended = queued_run(user, "Over")
+    Run.objects.filter(pk=ended.pk).update(status=Run.Status.FAILED)
+
+    states = beat_and_read([queued.pk, stopped.pk, ended.pk])
+
+    assert states == {queued.pk: (False, []), stopped.pk: (True, []), ended.pk: (True, [])}
+    assert lifecycle.run_claim(run_id=queued.pk) is not None
