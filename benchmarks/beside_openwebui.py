@@ -1048,15 +1048,24 @@ async def measure_agentsite(
 
 
 def agentsite_phase(
-    mode: str, llm: TsFake, owui: OpenWebUI | None, plan: Plan, results: Results
+    mode: str,
+    llm: TsFake,
+    owui: OpenWebUI | None,
+    plan: Plan,
+    results: Results,
+    workers: int = 1,
 ) -> None:
-    threads = max([8, BURST, *plan.levels]) + 10 if mode == "team" else 8
+    # Each worker process takes up to its thread count of runs (prefetch 1): with several,
+    # a burst spreads over them.
+    most = max([8, BURST, *plan.levels])
+    threads = -(-most // workers) + 10 if mode == "team" else 8
     extra = provider_setup(llm.url)
     started = time.monotonic()
     log(f"starting agentsite, {mode} mode ...")
     with running_stack(
         mode=mode,
         concurrency=threads,
+        workers=workers if mode == "team" else 1,
         private_postgres=mode == "team",
         extra_env=stream_latency.PRODUCTION_ENV,
         setup_extra=extra,
@@ -1394,6 +1403,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=300, help="tokens per team-mode stream")
     parser.add_argument("--rate", type=float, default=20.0, help="tokens per second per stream")
     parser.add_argument("--modes", default="embedded,team")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="team mode's Celery worker processes"
+    )
     args = parser.parse_args(argv)
     if args.concurrency is None:
         args.concurrency = "200" if args.quick else "200,500"
@@ -1453,7 +1465,14 @@ def main(argv: list[str] | None = None) -> int:
                 results.notes.append("Open WebUI reused: its start time and idle RSS not measured")
         for mode in modes:
             try:
-                agentsite_phase(mode, llm, owui if mode == "embedded" else None, plan, results)
+                agentsite_phase(
+                    mode,
+                    llm,
+                    owui if mode == "embedded" else None,
+                    plan,
+                    results,
+                    workers=args.workers,
+                )
             except Exception as exc:  # print what the other phases measured
                 log(f"agentsite {mode} mode failed: {type(exc).__name__}: {exc}")
                 results.notes.append(f"agentsite {mode} mode failed: {str(exc)[:300]}")
