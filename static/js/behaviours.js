@@ -20,6 +20,19 @@
     }
   });
 
+  // <button data-copy="#selector">: copies the text of what the selector names (of a
+  // <template>, its content: an answer's markdown source), then says so for a moment.
+  document.addEventListener("click", function (event) {
+    const button = event.target instanceof Element ? event.target.closest("[data-copy]") : null;
+    const source = button && document.querySelector(button.dataset.copy);
+    if (!source || !navigator.clipboard) return;
+    const text = source instanceof HTMLTemplateElement ? source.content.textContent : source.textContent;
+    navigator.clipboard.writeText(text).then(function () {
+      button.classList.add("copied");
+      setTimeout(function () { button.classList.remove("copied"); }, 1500);
+    });
+  });
+
   // <input data-select-on-focus>: focusing selects the whole value (a token to copy).
   document.addEventListener("focusin", function (event) {
     const input = event.target;
