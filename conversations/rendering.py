@@ -216,14 +216,7 @@ class RunView:
         """A step's thought as it streams: a collapsed "Thinking…" item that grows."""
         item = self._thoughts.get(iteration)
         if item is None:
-            item = StepItem(
-                kind="thought",
-                text=content,
-                dom_id=f"thought-{self.run_id}-{len(self.items)}",
-                extra={"live": True},
-            )
-            self._thoughts[iteration] = item
-            self.items.append(item)
+            item = self._thoughts[iteration] = self._new_thought(content, live=True)
             return self._append(item, render)
         item.text += content
         if not render or not content:
@@ -239,19 +232,23 @@ class RunView:
         """The step's whole thought: replaces what streamed (empty: keep it as it is)."""
         item = self._thoughts.pop(iteration, None)
         if item is None:
-            if not reasoning:
-                return ""
-            item = StepItem(
-                kind="thought", text=reasoning, dom_id=f"thought-{self.run_id}-{len(self.items)}"
-            )
-            self.items.append(item)
-            return self._append(item, render)
+            return self._append(self._new_thought(reasoning), render) if reasoning else ""
         item.extra["live"] = False
         if reasoning:
             item.text = reasoning
         if not render:
             return ""
         return _partial("thought-item", {"item": item, "oob": True})
+
+    def _new_thought(self, text: str, *, live: bool = False) -> StepItem:
+        item = StepItem(
+            kind="thought",
+            text=text,
+            dom_id=f"thought-{self.run_id}-{len(self.items)}",
+            extra={"live": True} if live else {},
+        )
+        self.items.append(item)
+        return item
 
     def _append(self, item: StepItem, render: bool) -> str:
         if not render:

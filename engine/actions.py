@@ -127,6 +127,8 @@ def action_schema(tools: ToolRegistry | Sequence[str]) -> dict[str, Any]:
 
 
 FINAL_KINDS = frozenset({"final_answer", "final", "answer", "finish"})
+# LangChain's shape: ``action`` names one of these, ``action_input`` is the answer.
+FINAL_ACTIONS = frozenset({"final answer", "final_answer", "finish"})
 _TOOL_KINDS = frozenset({"tool_call", "tool", "action", "function_call", "tool_use"})
 _ARG_KEYS = ("tool_args", "tool_input", "arguments", "args", "parameters", "input")
 
@@ -139,7 +141,7 @@ def _action_from_json(data: dict[str, Any], tools: ToolRegistry) -> Action | Non
     answer = data.get("answer", data.get("final_answer"))
     if not kind and "action" in data and "action_input" in data:
         name, args = _text(data["action"]), data["action_input"]
-        if name.strip().lower() in {"final answer", "final_answer", "finish"}:
+        if name.strip().lower() in FINAL_ACTIONS:
             return _final(reasoning, args)
         return Action("tool_call", reasoning, name.strip(), _coerce_args(args, tools.get(name)))
     if kind in FINAL_KINDS or (not kind and answer is not None and not name):

@@ -18,7 +18,7 @@ from typing import Any
 
 import jiter
 
-from engine.actions import FINAL_KINDS
+from engine.actions import FINAL_ACTIONS, FINAL_KINDS
 from engine.events import AgentEvent, AnswerDelta, AnswerReset, AnswerStart, ThoughtDelta
 from engine.llm.base import ChatDelta
 
@@ -29,7 +29,6 @@ Emit = Callable[[AgentEvent], Awaitable[None]]
 # What may come before a JSON action for it to be parsed while it streams: whitespace or a
 # code fence. Anything else (the classic "Thought:/Action:" form) is read when it ends.
 _JSON_OPENING = re.compile(r"\s*(?:```(?:json)?\s*)?")
-_FINAL_ACTIONS = frozenset({"final answer", "final_answer", "finish"})
 
 
 @dataclass
@@ -175,7 +174,7 @@ def _final_answer(action: dict[str, Any]) -> str | None:
                 return action[key]
         return ""
     name = _string(complete.get("action")).strip().lower()
-    if not kind and name in _FINAL_ACTIONS:
+    if not kind and name in FINAL_ACTIONS:
         return _string(action.get("action_input"))
     return None
 

@@ -253,13 +253,8 @@ class RunPublisher:
         if not content:
             return
         iteration = self._pending_iteration
-        if iteration is None:
-            await self.publish("answer", {"status": "delta", "content": content})
-        else:
-            await self.publish(
-                "step",
-                {"type": "thinking", "status": "delta", "iteration": iteration, "content": content},
-            )
+        merged = AnswerDelta(content) if iteration is None else ThoughtDelta(iteration, content)
+        await self.publish(merged.channel, merged.to_dict())
 
 
 class EventWriter:
