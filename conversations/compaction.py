@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass
 
 from conversations.models import CompactionSummary, Message, Run
+from conversations.tree import RunTree, path_filter
 from engine import ChatMessage, ContextGuard, estimate_messages_tokens
 
 logger = logging.getLogger(__name__)
@@ -47,7 +48,8 @@ class LoadResult:
 
 
 def history_load(*, run: Run) -> StoredHistory:
-    """Earlier user/assistant messages before the run's trigger, plus the latest summary.
+    """The user/assistant messages of the run's branch before its question, plus the
+    latest summary made on that branch.
 
     A conversation's first message has nothing before it, and a summary only ever covers
     earlier messages: those runs (every new chat's first) start without these queries.
@@ -55,25 +57,44 @@ def history_load(*, run: Run) -> StoredHistory:
     trigger_seq = run.trigger_message.seq if run.trigger_message_id else None
     if trigger_seq is not None and trigger_seq <= 1:
         return StoredHistory([], [], None)
+    tree = RunTree.load(run.conversation_id)
     qs = Message.objects.filter(conversation_id=run.conversation_id).exclude(
         kind=Message.Kind.INJECT, delivered_at__isnull=True
     )
     if trigger_seq is not None:
         qs = qs.filter(seq__lt=trigger_seq)
+    rows = qs.only("seq", "role", "content", "pinned", "run_id")
     seqs, messages = [], []
-    for m in qs.order_by("seq").only("seq", "role", "content", "pinned"):
+    for m in path_filter(tree, tree.path_to(run.pk), rows):
         if m.role in (Message.Role.USER, Message.Role.ASSISTANT) and m.content:
             seqs.append(m.seq)
             messages.append(ChatMessage(role=m.role, content=m.content, pinned=m.pinned))
     if not messages:
         return StoredHistory(seqs, messages, None)
-    # The latest summary; explicit order: the model's default joins the conversation.
+    # The latest summary made on this branch: by a run before this one on it, or by an
+    # earlier answer to the same question (the same history). Explicit order: the
+    # model's default joins the conversation.
     summary = (
-        CompactionSummary.objects.filter(conversation_id=run.conversation_id)
+        CompactionSummary.objects.filter(
+            conversation_id=run.conversation_id, run_id__in=_same_history_runs(tree, run.pk)
+        )
         .order_by("-covers_up_to_seq", "-id")
         .first()
     )
     return StoredHistory(seqs, messages, summary)
+
+
+def _same_history_runs(tree: RunTree, run_id: int) -> list[int]:
+    """Runs whose history is a part of ``run_id``'s: its predecessors on its branch and
+    the answers to its question at its fork."""
+    path = tree.path_to(run_id)
+    if not path:
+        return []
+    node = path[-1]
+    siblings = [
+        n.run_id for n in tree.children.get(node.parent_id, ()) if n.trigger_id == node.trigger_id
+    ]
+    return [n.run_id for n in path[:-1]] + siblings
 
 
 def _apply_summary(history: StoredHistory) -> tuple[list[int], list[ChatMessage]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class Conversation(models.Model):
@@ -97,6 +98,20 @@ class Run(models.Model):
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="runs")
     trigger_message = models.ForeignKey(
         Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # The conversation is a tree of runs (conversations.tree): a run continues the branch
+    # whose last run is ``parent`` (none: it answers a first question). Runs with the same
+    # parent are alternatives: edits of the question (other trigger messages) or
+    # regenerated answers (the same trigger message).
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
+    )
+    # Among its siblings, the one chosen last is shown (the branch the user is on).
+    selected_at = models.DateTimeField(default=timezone.now)
+    # The model asked for when the answer was regenerated with another one (else the
+    # conversation's model answers).
+    model = models.ForeignKey(
+        "llms.LLMModel", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     iterations = models.PositiveIntegerField(default=0)
@@ -229,3 +244,34 @@ class CompactionSummary(models.Model):
 
     def __str__(self) -> str:
         return f"Summary of {self.conversation} up to #{self.covers_up_to_seq}"
+
+
+class SharedLink(models.Model):
+    """A read-only snapshot of a conversation's branch, reachable by whoever has the link.
+
+    The snapshot is copied at sharing time (messages, tool cards and, if the owner ticked
+    it, artifacts): later messages never appear, and the public page reads nothing else.
+    """
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="shared_links"
+    )
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="shared_links"
+    )
+    token = models.CharField(max_length=64, unique=True)
+    title = models.CharField(max_length=200, blank=True)
+    snapshot = models.JSONField(default=dict)
+    include_artifacts = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.title or f"Shared link {self.pk}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None

@@ -10,6 +10,7 @@ from django.shortcuts import get_object_or_404
 
 from conversations.models import Conversation, Message, Run, RunEvent
 from conversations.numbering import last_event_seq, last_event_seq_of
+from conversations.tree import RunTree, path_filter
 
 if TYPE_CHECKING:
     from conversations.rendering import RunView
@@ -33,6 +34,20 @@ def conversation_get(*, user, conversation_id: int) -> Conversation:
     return get_object_or_404(Conversation, pk=conversation_id, owner=user)
 
 
+def conversation_tree(*, conversation: Conversation) -> RunTree:
+    return RunTree.load(conversation.pk)
+
+
+def branch_messages(
+    *, conversation: Conversation, tree: RunTree | None = None, upto_run_id: int | None = None
+) -> list[Message]:
+    """The messages of the branch the user is on (or of the branch ending at
+    ``upto_run_id``), in order: what the page shows and what the model reads."""
+    tree = tree if tree is not None else RunTree.load(conversation.pk)
+    path = tree.path_to(upto_run_id) if upto_run_id is not None else tree.selected_path()
+    return path_filter(tree, path, conversation.messages.all())
+
+
 def events_after(
     conversation_id: int, after_seq: int = 0, *, run_id: int | None = None
 ) -> list[Entry]:
@@ -51,38 +66,45 @@ def run_get(*, user, run_id: int):
     return get_object_or_404(Run, pk=run_id, conversation__owner=user)
 
 
-def conversation_timeline(*, conversation: Conversation) -> dict:
-    """Everything the chat page shows, in order, with each run's rendered state.
+def conversation_timeline(*, conversation: Conversation, fresh_run_id: int | None = None) -> dict:
+    """Everything the chat page shows of the branch the user is on, in order, with each
+    run's rendered state and the alternatives at each fork.
 
     Finished runs replay only their non-answer events (the answer is the saved message);
-    an active run also replays its answer deltas.
+    an active run also replays its answer deltas. A run just launched by the request
+    (``fresh_run_id``) starts empty: the page applies its frames as they arrive, as it
+    does for a run started from the composer.
     """
     from conversations.rendering import build_run_view
     from conversations.runs.publisher import run_inject_ids
 
     # The page shows the log up to here; its websocket catches up from here.
     last_seq = last_event_seq(conversation.pk)
-    messages = list(conversation.messages.order_by("seq"))
-    runs = list(conversation.runs.order_by("created_at", "id"))
+    tree = RunTree.load(conversation.pk)
+    path = tree.selected_path()
+    path_ids = [node.run_id for node in path]
+    messages = path_filter(tree, path, conversation.messages.all())
+    runs = list(Run.objects.filter(pk__in=path_ids).order_by("created_at", "id"))
     events_by_run: dict[int, list] = {run.pk: [] for run in runs}
     active_ids = {run.pk for run in runs if run.is_active}
-    rows = RunEvent.objects.filter(conversation=conversation, seq__lte=last_seq).order_by("seq")
-    rows = rows.filter(Q(run_id__in=active_ids) | ~Q(channel="answer"))
+    logged = [pk for pk in path_ids if not (pk == fresh_run_id and pk in active_ids)]
+    rows = RunEvent.objects.filter(conversation=conversation, seq__lte=last_seq, run_id__in=logged)
+    rows = rows.filter(Q(run_id__in=active_ids) | ~Q(channel="answer")).order_by("seq")
     for seq, run_id, channel, payload in rows.values_list("seq", "run_id", "channel", "payload"):
         events_by_run.setdefault(run_id, []).append((seq, channel, payload))
     answers = {m.run_id: m for m in messages if m.role == Message.Role.ASSISTANT and m.run_id}
     items: list[dict] = []
-    runs_by_trigger: dict[int | None, list[Run]] = {}
-    for run in runs:  # a retried question has several runs, in order
-        runs_by_trigger.setdefault(run.trigger_message_id, []).append(run)
+    runs_by_trigger = {run.trigger_message_id: run for run in runs}
     placed: set[int] = set()
     for message in messages:
+        run = runs_by_trigger.get(message.pk)
         if message.role == Message.Role.USER and message.kind == Message.Kind.CHAT:
-            items.append({"kind": "message", "message": message})
-        for run in runs_by_trigger.get(message.pk, ()):
-            items.append(
-                _run_item(run, events_by_run, answers, messages, build_run_view, run_inject_ids)
-            )
+            question = tree.question_siblings(run.pk) if run is not None else None
+            items.append({"kind": "message", "message": message, "question": question})
+        if run is not None:
+            item = _run_item(run, events_by_run, answers, messages, build_run_view, run_inject_ids)
+            item["answers"] = tree.answer_siblings(run.pk)
+            items.append(item)
             placed.add(run.pk)
     for run in runs:  # runs whose trigger message is gone
         if run.pk not in placed:
@@ -110,31 +132,35 @@ def _run_item(run, events_by_run, answers, messages, build_run_view, run_inject_
             }
         else:
             view.error = {"message": run.error or run.get_status_display(), "status": run.status}
-    pending = _pending_injects(view, [m for m in messages if m.run_id == run.pk])
+    pending = _pending_injects(view, [m for m in messages if m.run_id == run.pk], run.is_active)
     return {"kind": "run", "run": run, "view": view, "pending_injects": pending}
 
 
-def _pending_injects(view: RunView, messages: Iterable[Message]) -> list[_PendingInject]:
+def _pending_injects(
+    view: RunView, messages: Iterable[Message], run_active: bool
+) -> list[_PendingInject]:
     """The run's follow-ups its agent has not taken in (no inject event yet), oldest
     first: not delivered to the run yet, or delivered (the run's wake-up marks them at
-    once) and waiting for the agent's current step to end."""
+    once) and waiting for the agent's current step to end. A finished run's delivered
+    follow-up without an event (an imported conversation keeps no events) shows as
+    delivered: no step is left to read it."""
     taken_in = set(view.taken_in_ids)
     return [
-        _PendingInject(m)
+        _PendingInject(m, delivered=not run_active and m.delivered_at is not None)
         for m in messages
         if m.kind == Message.Kind.INJECT and m.pk not in taken_in
     ]
 
 
 class _PendingInject:
-    """Adapter so the template renders an undelivered follow-up like an inject item."""
+    """Adapter so the template renders a follow-up without an event like an inject item."""
 
-    def __init__(self, message) -> None:
+    def __init__(self, message, delivered: bool) -> None:
         from conversations.rendering import StepItem
 
         self.as_inject_item = StepItem(
             kind="inject", text=message.content, dom_id=f"inject-{message.pk}",
-            extra={"delivered": False},
+            extra={"delivered": delivered},
         )  # fmt: skip
 
 
@@ -176,7 +202,7 @@ def catch_up_frames(*, conversation_id: int, after_seq: int) -> tuple[list[str],
             view.assistant_message = answer
         # The block replaces the page's: follow-ups not yet taken in must stay in it.
         pending = _pending_injects(
-            view, run.messages.filter(kind=Message.Kind.INJECT).order_by("seq")
+            view, run.messages.filter(kind=Message.Kind.INJECT).order_by("seq"), run.is_active
         )
         frames.append(render_run_block(view, run, pending_injects=pending, oob=True))
         # Fills the slot after this run (with the next run's block, if any, coming next).

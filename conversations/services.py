@@ -18,6 +18,7 @@ from conversations.models import Conversation, Message, Run, RunEvent, ToolAppro
 from conversations.numbering import next_message_seq
 from conversations.runs import control, launcher, lifecycle
 from conversations.runs.publisher import publish_events_sync
+from conversations.tree import RunTree
 from engine.events import AgentEvent, ErrorEvent
 
 logger = logging.getLogger(__name__)
@@ -149,25 +150,44 @@ def _message_save(
         message = Message.objects.create(
             conversation=conversation, seq=seq, role=Message.Role.USER, content=content
         )
+        # The question continues the branch the user is on.
+        tip = RunTree.load(conversation.pk).tip() if seq > 1 else None
         if seq == 1:  # the first message titles a conversation that has no title yet
             title = _title_from(content)
             if Conversation.objects.filter(pk=conversation.pk, title="").update(title=title):
                 conversation.title = title
             else:  # titled meanwhile: show that title
                 conversation.refresh_from_db(fields=["title"])
-        refusal = _quota_refusal(user)
-        run = Run.objects.create(conversation=conversation, trigger_message=message)
-        Message.objects.filter(pk=message.pk).update(run=run)
-        message.run = run
-        if refusal:
-            # The message stays saved; the run is recorded as refused so the user sees why.
-            run.status = Run.Status.FAILED
-            run.error = refusal
-            run.finished_at = timezone.now()
-            run.save(update_fields=["status", "error", "finished_at"])
-        else:
-            transaction.on_commit(lambda: _launch(run))
+        run = run_start(
+            conversation=conversation,
+            user=user,
+            question=message,
+            parent_id=tip.run_id if tip is not None else None,
+        )
     return message, run, False
+
+
+def run_start(
+    *, conversation: Conversation, user, question: Message, parent_id: int | None, model=None
+) -> Run:
+    """A run answering ``question`` after the run ``parent_id``, launched once the
+    transaction commits; when the user's quota refuses it, it is saved failed, saying why
+    (the question stays saved). Called inside the caller's transaction."""
+    refusal = quota_refusal(user)
+    run = Run.objects.create(
+        conversation=conversation, trigger_message=question, parent_id=parent_id, model=model
+    )
+    if question.run_id is None:  # its first answer: the question is saved under it
+        Message.objects.filter(pk=question.pk).update(run=run)
+        question.run = run
+    if refusal:
+        run.status = Run.Status.FAILED
+        run.error = refusal
+        run.finished_at = timezone.now()
+        run.save(update_fields=["status", "error", "finished_at"])
+    else:
+        transaction.on_commit(lambda: _launch(run))
+    return run
 
 
 def _launch(run: Run) -> None:
@@ -178,28 +198,16 @@ def _launch(run: Run) -> None:
 
 
 def run_retry(*, run: Run, user) -> Run:
-    """Answer the question of the conversation's latest run again, as a new run (the
-    question stays as it was; the earlier attempt stays on the page)."""
-    with transaction.atomic():
-        # The conversation's row lock, as a message post takes it: no run starts meanwhile.
-        Conversation.objects.filter(pk=run.conversation_id).update(updated_at=timezone.now())
-        run = Run.objects.get(pk=run.pk)
-        latest = run.conversation.runs.order_by("-created_at", "-id").first()
-        if run.status not in Run.RETRYABLE_STATUSES or run.trigger_message_id is None:
-            raise ApplicationError("Only a failed, stopped or incomplete answer can be retried.")
-        if latest is None or latest.pk != run.pk:
-            raise ApplicationError("Only the latest answer can be retried.")
-        refusal = _quota_refusal(user)
-        if refusal:
-            raise ApplicationError(refusal, code="quota")
-        retry = Run.objects.create(
-            conversation_id=run.conversation_id, trigger_message_id=run.trigger_message_id
-        )
-        transaction.on_commit(lambda: _launch(retry))
-    return retry
+    """Answer a failed, stopped or incomplete run's question again: a new answer beside
+    it (the attempt stays, one click away)."""
+    if run.status not in Run.RETRYABLE_STATUSES or run.trigger_message_id is None:
+        raise ApplicationError("Only a failed, stopped or incomplete answer can be retried.")
+    from conversations.branching import run_regenerate
+
+    return run_regenerate(run=run, user=user)
 
 
-def _quota_refusal(user) -> str:
+def quota_refusal(user) -> str:
     """The quota's refusal message, or "" when the user may start a run."""
     from llms.services import quota_check
 

@@ -416,7 +416,8 @@ def _build_agent_parts(run: Run) -> tuple[Any, Any, Any]:
     from tools.services import tool_rows_for_user, tools_for_user
 
     user = run.conversation.owner
-    model_id = run.conversation.model_id
+    # A regenerated answer may ask for another model than the conversation's.
+    model_id = run.model_id or run.conversation.model_id
     token = current_token()
     if model_id is not None:
         try:

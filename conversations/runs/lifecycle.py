@@ -250,7 +250,10 @@ def run_create_followup(*, run: Run, message_ids: list[int]) -> Run | None:
         if not pending:
             return None
         followup = Run.objects.create(
-            conversation_id=run.conversation_id, trigger_message=pending[-1]
+            conversation_id=run.conversation_id,
+            trigger_message=pending[-1],
+            parent=run,  # it continues the branch of the run they were sent to
+            model_id=run.model_id,
         )
         Message.objects.filter(pk__in=[m.pk for m in pending]).update(
             run=followup, kind=Message.Kind.CHAT

@@ -1,0 +1,115 @@
+"""Edit, regenerate and switch branches of a conversation (a tree of runs, see
+:mod:`conversations.tree`).
+
+Branch operations wait for the conversation's active run to end (the user stops it or
+lets it finish): a run answers the branch it started on, and a follow-up sent meanwhile
+joins it, so the branch shown and the branch answered stay the same one.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from agentsite.errors import ApplicationError
+from conversations.models import Conversation, Message, Run
+from conversations.numbering import next_message_seq
+from conversations.services import active_run, message_max_chars, quota_refusal, run_start
+from conversations.tree import RunTree
+
+BUSY = "Wait for the current answer to finish, or stop it, first."
+
+
+def _lock(conversation_id: int) -> None:
+    """The conversation's row lock, as a message post takes it: no run starts meanwhile."""
+    Conversation.objects.filter(pk=conversation_id).update(updated_at=timezone.now())
+
+
+def _refuse_while_busy(conversation: Conversation) -> None:
+    if active_run(conversation=conversation) is not None:
+        raise ApplicationError(BUSY, code="conflict")
+
+
+def _refuse_over_quota(user) -> None:
+    refusal = quota_refusal(user)
+    if refusal:
+        raise ApplicationError(refusal, code="quota")
+
+
+def _question_run(tree: RunTree, message: Message) -> int:
+    """The run answering ``message`` that is shown (the message must be a question)."""
+    node = tree.answer_for_question(message.pk)
+    if node is None or message.role != Message.Role.USER:
+        raise ApplicationError("Only a question that was answered can be edited.")
+    return node.run_id
+
+
+def message_edit(*, message: Message, user, content: str) -> tuple[Message, Run]:
+    """Ask ``message`` again as edited: a new question beside it, answered as a new
+    branch (the original and its answers stay, one switch away)."""
+    content = (content or "").strip()
+    if not content:
+        raise ApplicationError("Type a message first.", extra={"content": ["Required."]})
+    limit = message_max_chars()
+    if len(content) > limit:
+        raise ApplicationError(
+            f"The message is too long ({len(content):,} characters; the limit is {limit:,}).",
+            code="too_large",
+            extra={"content": [f"At most {limit} characters."]},
+        )
+    conversation = message.conversation
+    with transaction.atomic():
+        _lock(conversation.pk)
+        _refuse_while_busy(conversation)
+        tree = RunTree.load(conversation.pk)
+        original = tree.nodes[_question_run(tree, message)]
+        _refuse_over_quota(user)
+        edited = Message.objects.create(
+            conversation=conversation,
+            seq=next_message_seq(conversation.pk),
+            role=Message.Role.USER,
+            content=content,
+        )
+        run = run_start(
+            conversation=conversation, user=user, question=edited, parent_id=original.parent_id
+        )
+    return edited, run
+
+
+def run_regenerate(*, run: Run, user, model_id: int | str | None = None) -> Run:
+    """A new answer to ``run``'s question from the same history, beside ``run``;
+    optionally by another model the user may use."""
+    from llms.selectors import model_get_for_user
+
+    if run.trigger_message_id is None:
+        raise ApplicationError("This answer has no question to answer again.")
+    model = model_get_for_user(user=user, model_id=model_id) if model_id else None
+    with transaction.atomic():
+        _lock(run.conversation_id)
+        run = Run.objects.select_related("conversation", "trigger_message").get(pk=run.pk)
+        _refuse_while_busy(run.conversation)
+        _refuse_over_quota(user)
+        return run_start(
+            conversation=run.conversation,
+            user=user,
+            question=run.trigger_message,
+            parent_id=run.parent_id,
+            model=model,
+        )
+
+
+def branch_select_run(*, run: Run) -> Run:
+    """Show ``run`` among its sibling answers (and the branch last seen below it)."""
+    with transaction.atomic():
+        _lock(run.conversation_id)
+        _refuse_while_busy(run.conversation)
+        run.selected_at = timezone.now()
+        Run.objects.filter(pk=run.pk).update(selected_at=run.selected_at)
+    return run
+
+
+def branch_select_question(*, message: Message) -> Run:
+    """Show ``message`` among its sibling questions, with the answer last seen to it."""
+    tree = RunTree.load(message.conversation_id)
+    run = Run.objects.get(pk=_question_run(tree, message))
+    return branch_select_run(run=run)
