@@ -2,7 +2,14 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from conversations.models import CompactionSummary, Conversation, Message, Run, RunEvent
+from conversations.models import (
+    CompactionSummary,
+    Conversation,
+    Message,
+    Run,
+    RunEvent,
+    SharedLink,
+)
 
 
 class MessageInline(admin.TabularInline):
@@ -64,4 +71,20 @@ class CompactionSummaryAdmin(admin.ModelAdmin):
         return False
 
     def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(SharedLink)
+class SharedLinkAdmin(admin.ModelAdmin):
+    """Read-only but for revoking: links are made and revoked by their owners; an admin
+    may revoke one (set "revoked at") and no one edits a snapshot by hand."""
+
+    list_display = ("__str__", "owner", "conversation", "include_artifacts", "created_at")
+    list_filter = ("include_artifacts", ("revoked_at", admin.EmptyFieldListFilter))
+    search_fields = ("title", "owner__username")
+    raw_id_fields = ("owner", "conversation")
+    exclude = ("token", "snapshot")  # the token is the key to the public page
+    readonly_fields = ("owner", "conversation", "title", "include_artifacts", "created_at")
+
+    def has_add_permission(self, request) -> bool:
         return False

@@ -55,7 +55,7 @@ def error_from_exception(exc: ApplicationError) -> JsonResponse:
     return json_error(status, exc.message, fields=exc.extra or {})
 
 
-ERROR_STATUSES = {"too_large": 413, "not_found": 404, "conflict": 409}
+ERROR_STATUSES = {"too_large": 413, "not_found": 404, "conflict": 409, "quota": 429}
 
 
 def _unauthorized(message: str) -> JsonResponse:

@@ -20,6 +20,14 @@ _TIME = {"type": "string", "format": "date-time"}
 _EVENT_ID = {"type": "integer", "minimum": 0, "maximum": DB_ID_MAX}
 
 
+_BRANCH_PARAM = {
+    "name": "branch",
+    "in": "query",
+    "schema": {"enum": ["selected", "all"]},
+    "description": "selected (default): the branch the user is on; all: every branch.",
+}
+
+
 def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
@@ -128,6 +136,17 @@ SCHEMAS: dict[str, Any] = {
                 "stream broke off, it reached its length or time limit).",
             },
             "trigger_message_id": _NULLABLE_INT,
+            "parent_run_id": {
+                "type": ["integer", "null"],
+                "description": "The run this one continues (null: it answers a first "
+                "question). Runs with the same parent are alternatives: edits of the "
+                "question (another trigger message) or regenerated answers (the same one).",
+            },
+            "model_id": {
+                "type": ["integer", "null"],
+                "description": "The model asked for when the answer was regenerated with "
+                "another model (null: the conversation's model).",
+            },
             "iterations": {"type": "integer"},
             "usage": {"type": "object"},
             "elapsed": {"type": ["number", "null"], "description": "Seconds."},
@@ -144,8 +163,33 @@ SCHEMAS: dict[str, Any] = {
             {
                 "type": "object",
                 "properties": {
-                    "messages": {"type": "array", "items": _ref("Message")},
-                    "runs": {"type": "array", "items": _ref("Run")},
+                    "messages": {
+                        "type": "array",
+                        "items": _ref("Message"),
+                        "description": "The selected branch's messages (every message "
+                        "with `?branch=all`).",
+                    },
+                    "runs": {
+                        "type": "array",
+                        "items": {
+                            "allOf": [
+                                _ref("Run"),
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "selected": {
+                                            "type": "boolean",
+                                            "description": "On the branch the user is on.",
+                                        },
+                                        "question_versions": _ref("Versions"),
+                                        "answer_versions": _ref("Versions"),
+                                    },
+                                },
+                            ]
+                        },
+                        "description": "The selected branch's runs, first to last (every "
+                        "run with `?branch=all`).",
+                    },
                     "active_run_id": _NULLABLE_INT,
                     "compaction_summaries": {
                         "type": "array",
@@ -156,6 +200,19 @@ SCHEMAS: dict[str, Any] = {
                 },
             },
         ]
+    },
+    "Versions": {
+        "type": "object",
+        "description": "The alternatives at a run's fork, for `< 2/3 >` controls: `ids` "
+        "are question message ids (`question_versions`: the question and its edits) or "
+        "run ids (`answer_versions`: the answer and its regenerations); `index` is this "
+        "run's, 0-based. Select another with `POST /api/messages/{id}/select` or "
+        "`POST /api/runs/{id}/select`.",
+        "properties": {
+            "ids": {"type": "array", "items": {"type": "integer"}},
+            "index": {"type": "integer"},
+            "count": {"type": "integer"},
+        },
     },
     "MessagePosted": {
         "type": "object",
@@ -228,6 +285,10 @@ sequence number), `event:` (the protocol channel) and `data:` (the JSON payload)
 - `unanswered`: `{messages: [{id, content, pinned}]}`, after a Stop's `error`: follow-ups
   the stopped run never took in stay in the conversation as ordinary messages, unanswered
 
+Every event's data also carries `branch: {run_id, parent_run_id}`: the run it belongs to
+and the run that one continues (the conversation is a tree of runs: see `Versions`). The
+replay holds the selected branch's events (`?branch=all`: every branch's).
+
 Resume with the `Last-Event-ID` header (browsers' EventSource sends it) or `?after=N`:
 every event after that id is replayed from the durable log, then live events follow,
 none lost or repeated. Without either, the stream starts at the first event of the
@@ -237,6 +298,8 @@ stream ends after a run's `done` or `error` unless `?follow=1`.
 
 
 def _paths() -> dict[str, Any]:
+    from conversations.api.schema_sharing import sharing_paths  # it imports this module
+
     auth_errors = {"401": _error("Unauthorized"), "429": _error("TooManyRequests")}
     conversation_id = _id_param("conversation_id", "conversation")
     return {
@@ -310,6 +373,7 @@ def _paths() -> dict[str, Any]:
             "get": {
                 "summary": "A conversation with its messages, runs and compaction summaries",
                 "operationId": "getConversation",
+                "parameters": [_BRANCH_PARAM],
                 "responses": {
                     "200": _json(_ref("ConversationDetail"), "The conversation."),
                     "404": _error("NotFound"),
@@ -399,6 +463,7 @@ def _paths() -> dict[str, Any]:
                         "schema": {"enum": ["0", "1"]},
                         "description": "1: keep the stream open across runs.",
                     },
+                    _BRANCH_PARAM,
                 ],  # fmt: skip
                 "responses": {
                     "200": {
@@ -427,13 +492,96 @@ def _paths() -> dict[str, Any]:
             "parameters": [_id_param("run_id", "run")],
             "post": {
                 "summary": "Answer a failed, stopped or incomplete run's question again",
-                "description": "Only the conversation's latest run; the new run is returned "
-                "and streams on the conversation's events.",
+                "description": "The new run is an alternative beside the old one (see "
+                "`regenerate`), returned, and streams on the conversation's events.",
                 "operationId": "retryRun",
                 "responses": {
                     "202": _json(_ref("Run"), "The new run, queued."),
                     "400": _error("BadRequest"),
                     "404": _error("NotFound"),
+                    "409": _error("Conflict"),
+                    **auth_errors,
+                },
+            },
+        },
+        "/api/runs/{run_id}/regenerate": {
+            "parameters": [_id_param("run_id", "run")],
+            "post": {
+                "summary": "A new answer to the run's question, beside it",
+                "description": "From the same history, optionally by another model you may "
+                "use. The new run becomes the selected branch. 409 while a run of the "
+                "conversation is active.",
+                "operationId": "regenerateRun",
+                "requestBody": _body(
+                    {
+                        "type": "object",
+                        "properties": {"model": {"type": "integer"}},
+                        "additionalProperties": False,
+                    },
+                    required=False,
+                ),
+                "responses": {
+                    "202": _json(_ref("Run"), "The new run, queued."),
+                    "400": _error("BadRequest"),
+                    "404": _error("NotFound"),
+                    "409": _error("Conflict"),
+                    **auth_errors,
+                },
+            },
+        },
+        "/api/runs/{run_id}/select": {
+            "parameters": [_id_param("run_id", "run")],
+            "post": {
+                "summary": "Switch to this answer among its alternatives",
+                "description": "Below it, the branch last selected there is shown again. "
+                "409 while a run of the conversation is active.",
+                "operationId": "selectRun",
+                "responses": {
+                    "200": _json(_ref("ConversationDetail"), "The conversation on its branch."),
+                    "404": _error("NotFound"),
+                    "409": _error("Conflict"),
+                    **auth_errors,
+                },
+            },
+        },
+        "/api/messages/{message_id}/edit": {
+            "parameters": [_id_param("message_id", "message")],
+            "post": {
+                "summary": "Ask a question again as edited, as a new branch",
+                "description": "The edited text is a new message beside the original (which "
+                "stays, with its answers); a new run answers it from the history before it. "
+                "409 while a run of the conversation is active.",
+                "operationId": "editMessage",
+                "requestBody": _body(
+                    {
+                        "type": "object",
+                        "required": ["content"],
+                        "properties": {"content": {"type": "string", "minLength": 1}},
+                        "additionalProperties": False,
+                    }
+                ),
+                "responses": {
+                    "202": _json(_ref("MessagePosted"), "The new question and its run."),
+                    "400": _error("BadRequest"),
+                    "404": _error("NotFound"),
+                    "409": _error("Conflict"),
+                    "413": _error("TooLarge"),
+                    **auth_errors,
+                },
+            },
+        },
+        "/api/messages/{message_id}/select": {
+            "parameters": [_id_param("message_id", "message")],
+            "post": {
+                "summary": "Switch to this version of a question among its edits",
+                "description": "With the answer last selected for it. 409 while a run of the "
+                "conversation is active.",
+                "operationId": "selectMessage",
+                "responses": {
+                    "200": _json(_ref("ConversationDetail"), "The conversation on its branch."),
+                    "400": _error("BadRequest"),
+                    "404": _error("NotFound"),
+                    "409": _error("Conflict"),
                     **auth_errors,
                 },
             },
@@ -548,6 +696,7 @@ def _paths() -> dict[str, Any]:
                 "responses": {"200": {"description": "OpenAPI 3.1 JSON."}},
             },
         },
+        **sharing_paths(),  # export, import and shared links
     }
 
 
@@ -579,7 +728,9 @@ def openapi_document() -> dict[str, Any]:
                 "BadRequest": _json(error, "Invalid input; `fields` says what to fix."),
                 "Unauthorized": _json(error, "Missing, wrong or revoked credentials."),
                 "NotFound": _json(error, "No such object among yours."),
-                "Conflict": _json(error, "Already decided, or the run has ended."),
+                "Conflict": _json(
+                    error, "Already decided, the run has ended, or a run is still active."
+                ),
                 "TooLarge": _json(error, "The message or request body is over the limit."),
                 "TooManyRequests": {
                     **_json(error, "Rate limited, or locked out after failed API tokens."),

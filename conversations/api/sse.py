@@ -27,6 +27,7 @@ from conversations.models import Run, RunEvent
 from conversations.numbering import last_event_seq
 from conversations.runs.db import DATABASE_OUTAGES, db
 from conversations.runs.publisher import Entry, conversation_group
+from conversations.tree import RunTree
 
 logger = logging.getLogger(__name__)
 
@@ -88,9 +89,33 @@ def _more_expected(conversation_id: int, replay: list[Entry]) -> bool:
     return _other_run_active(conversation_id, replay[-1][1] if replay else None)
 
 
-def sse_frame(seq: int, channel: str, payload: Any) -> bytes:
+def sse_frame(seq: int, channel: str, payload: Any, branch: dict | None = None) -> bytes:
+    if branch is not None and isinstance(payload, dict):
+        payload = {**payload, "branch": branch}
     data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
     return f"id: {seq}\nevent: {channel}\ndata: {data}\n\n".encode()
+
+
+class BranchLabels:
+    """Which branch an event belongs to: its run, and the run that run continues (the
+    conversation's tree, :mod:`conversations.tree`), read again when a new run appears."""
+
+    def __init__(self, conversation_id: int) -> None:
+        self.conversation_id = conversation_id
+        self.parents: dict[int, int | None] = {}
+
+    async def label(self, run_id: int) -> dict[str, int | None]:
+        if run_id not in self.parents:
+            self.parents = await db(_run_parents)(self.conversation_id)
+        return {"run_id": run_id, "parent_run_id": self.parents.get(run_id)}
+
+
+def _run_parents(conversation_id: int) -> dict[int, int | None]:
+    return dict(Run.objects.filter(conversation_id=conversation_id).values_list("pk", "parent_id"))
+
+
+def _selected_branch_runs(conversation_id: int) -> set[int]:
+    return {node.run_id for node in RunTree.load(conversation_id).selected_path()}
 
 
 async def join_live_events(conversation_id: int) -> str:
@@ -103,10 +128,11 @@ async def join_live_events(conversation_id: int) -> str:
 
 
 async def event_stream(
-    conversation_id: int, channel: str, after: int, *, follow: bool
+    conversation_id: int, channel: str, after: int, *, follow: bool, all_branches: bool = False
 ) -> AsyncIterator[bytes]:
-    """Replay events after ``after`` from the log, then follow the live group, which
-    ``channel`` joined (:func:`join_live_events`).
+    """Replay events after ``after`` from the log (of the branch the user is on, unless
+    ``all_branches``), then follow the live group, which ``channel`` joined
+    (:func:`join_live_events`). Every event says which run and branch it belongs to.
 
     The group is joined *before* reading the log, so an event is in the replay, arrives live,
     or (sent before the join, not yet written) shows as a gap in the live ids, filled
@@ -117,6 +143,7 @@ async def event_stream(
     """
     layer = get_channel_layer()
     group = conversation_group(conversation_id)
+    labels = BranchLabels(conversation_id)
     last = after
     # One receive for the stream's whole life, cancelled when it ends: cancelling a receive
     # is how a channel layer learns a channel is gone (channels_redis unsubscribes it then,
@@ -125,8 +152,11 @@ async def event_stream(
     receiving = asyncio.ensure_future(layer.receive(channel))
     try:
         replay = await db(selectors.events_after)(conversation_id, after)
-        for seq, _run_id, event, payload in replay:
-            yield sse_frame(seq, event, payload)
+        if not all_branches and replay:
+            branch = await db(_selected_branch_runs)(conversation_id)
+            replay = [entry for entry in replay if entry[1] in branch]
+        for seq, run_id, event, payload in replay:
+            yield sse_frame(seq, event, payload, await labels.label(run_id))
             last = seq
         if not follow and not await db(_more_expected)(conversation_id, replay):
             return
@@ -154,7 +184,7 @@ async def event_stream(
             for seq, run_id, event, payload in entries:
                 if seq <= last:
                     continue
-                yield sse_frame(seq, event, payload)
+                yield sse_frame(seq, event, payload, await labels.label(run_id))
                 last = seq
                 if (
                     event in TERMINAL_CHANNELS
@@ -183,9 +213,10 @@ async def conversation_events(request: HttpRequest, conversation_id: int) -> Htt
     if after is None:
         after = await db(default_start)(conversation_id)
     follow = request.GET.get("follow", "") in ("1", "true", "yes")
+    all_branches = request.GET.get("branch", "") == "all"
     channel = await join_live_events(conversation_id)
     response = StreamingHttpResponse(
-        event_stream(conversation_id, channel, after, follow=follow),
+        event_stream(conversation_id, channel, after, follow=follow, all_branches=all_branches),
         content_type="text/event-stream",
     )
     response["Cache-Control"] = "no-cache"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
-from conversations.api import sse, views
+from conversations.api import export_views, sse, views
 
 urlpatterns = [
     path("conversations", views.conversation_list_create, name="api_conversations"),
@@ -21,6 +21,10 @@ urlpatterns = [
     ),
     path("runs/<id:run_id>/cancel", views.run_cancel, name="api_run_cancel"),
     path("runs/<id:run_id>/retry", views.run_retry, name="api_run_retry"),
+    path("runs/<id:run_id>/regenerate", views.run_regenerate, name="api_run_regenerate"),
+    path("runs/<id:run_id>/select", views.run_select, name="api_run_select"),
+    path("messages/<id:message_id>/edit", views.message_edit, name="api_message_edit"),
+    path("messages/<id:message_id>/select", views.message_select, name="api_message_select"),
     path(
         "runs/<id:run_id>/approvals/<str:call_id>",
         views.run_approval,
@@ -31,5 +35,18 @@ urlpatterns = [
     path("models", views.model_list, name="api_models"),
     path("tools", views.tool_list, name="api_tools"),
     path("schema", views.schema, name="api_schema"),
+    path("conversations/import", export_views.conversation_import, name="api_conversation_import"),
+    path(
+        "conversations/<id:conversation_id>/export",
+        export_views.conversation_export,
+        name="api_conversation_export",
+    ),
+    path(
+        "conversations/<id:conversation_id>/shares",
+        export_views.conversation_shares,
+        name="api_conversation_shares",
+    ),
+    path("shares", export_views.share_list, name="api_shares"),
+    path("shares/<id:share_id>", export_views.share_detail, name="api_share"),
     re_path(r"^(?P<path>.*)$", views.not_found, name="api_not_found"),
 ]

@@ -14,12 +14,13 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 
 from agentsite.errors import ApplicationError
-from conversations import selectors, services
+from conversations import branching, selectors, services
 from conversations.api.auth import api_view, json_error
 from conversations.api.body import read_json_object
 from conversations.api.params import DB_ID_MAX, whole_number
 from conversations.models import CompactionSummary, Conversation, Message, Run
 from conversations.numbering import last_event_seq
+from conversations.tree import RunTree
 
 LIST_LIMIT_DEFAULT = 100
 LIST_LIMIT_MAX = 500
@@ -112,6 +113,8 @@ def run_out(run: Run) -> dict[str, Any]:
         "id": run.pk,
         "status": run.status,
         "trigger_message_id": run.trigger_message_id,
+        "parent_run_id": run.parent_id,
+        "model_id": run.model_id,
         "iterations": run.iterations,
         "usage": run.usage,
         "elapsed": run.elapsed,
@@ -134,12 +137,32 @@ def _row_out(row) -> dict[str, Any]:
     return out
 
 
-def conversation_detail_out(conversation: Conversation) -> dict[str, Any]:
+def conversation_detail_out(
+    conversation: Conversation, *, all_branches: bool = False
+) -> dict[str, Any]:
+    """The conversation with the messages and runs of the branch the user is on (every
+    branch with ``all_branches``); each run says where it sits among its alternatives."""
     out = conversation_summary(conversation, last_seq=last_event_seq(conversation.pk))
-    out["messages"] = [message_out(m) for m in conversation.messages.order_by("seq")]
-    runs = list(conversation.runs.order_by("created_at", "id"))
-    out["runs"] = [run_out(run) for run in runs]
-    out["active_run_id"] = next((r.pk for r in reversed(runs) if r.is_active), None)
+    tree = RunTree.load(conversation.pk)
+    path = {node.run_id for node in tree.selected_path()}
+    if all_branches:
+        messages = list(conversation.messages.order_by("seq"))
+        runs = list(conversation.runs.order_by("created_at", "id"))
+    else:
+        messages = selectors.branch_messages(conversation=conversation, tree=tree)
+        runs = list(conversation.runs.filter(pk__in=path).order_by("created_at", "id"))
+    out["messages"] = [message_out(m) for m in messages]
+    out["runs"] = [
+        {
+            **run_out(run),
+            "selected": run.pk in path,
+            "question_versions": tree.question_siblings(run.pk).as_dict(),
+            "answer_versions": tree.answer_siblings(run.pk).as_dict(),
+        }
+        for run in runs
+    ]
+    active = conversation.runs.filter(status__in=Run.ACTIVE_STATUSES).order_by("-created_at")
+    out["active_run_id"] = active.values_list("pk", flat=True).first()
     summaries = CompactionSummary.objects.filter(conversation=conversation).order_by("pk")
     out["compaction_summaries"] = [_row_out(row) for row in summaries]
     return out
@@ -236,7 +259,8 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
                 )
             if archived is not None:
                 services.conversation_archive(conversation=conv, archived=archived)
-    return JsonResponse(conversation_detail_out(conv))
+    all_branches = request.GET.get("branch", "") == "all"
+    return JsonResponse(conversation_detail_out(conv, all_branches=all_branches))
 
 
 @api_view("POST")
@@ -272,6 +296,55 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
 def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
     run = selectors.run_get(user=request.user, run_id=run_id)
     return JsonResponse(run_out(services.run_retry(run=run, user=request.user)), status=202)
+
+
+@api_view("POST")
+def run_regenerate(request: HttpRequest, run_id: int) -> HttpResponse:
+    """``{"model": id}`` (optional): a new answer to the run's question beside it."""
+    run = selectors.run_get(user=request.user, run_id=run_id)
+    data = _json_body(request) if request.headers.get("Content-Length", "0") != "0" else {}
+    _check_fields(data, {"model"})
+    model_id = _model_for(request.user, data["model"]).pk if data.get("model") else None
+    regenerated = branching.run_regenerate(run=run, user=request.user, model_id=model_id)
+    return JsonResponse(run_out(regenerated), status=202)
+
+
+@api_view("POST")
+def run_select(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Show this answer among its alternatives: the conversation on its branch."""
+    run = selectors.run_get(user=request.user, run_id=run_id)
+    branching.branch_select_run(run=run)
+    return JsonResponse(conversation_detail_out(run.conversation))
+
+
+@api_view("POST")
+def message_edit(request: HttpRequest, message_id: int) -> HttpResponse:
+    """``{"content": ...}``: ask the question again as edited, as a new branch."""
+    message = selectors.message_get(user=request.user, message_id=message_id)
+    data = _json_body(request)
+    _check_fields(data, {"content"})
+    if "content" not in data:
+        raise ApplicationError("'content' is required.", extra={"content": ["Required."]})
+    edited, run = branching.message_edit(
+        message=message, user=request.user, content=_string(data, "content") or ""
+    )
+    return JsonResponse(
+        {
+            "message_id": edited.pk,
+            "run_id": run.pk,
+            "run_status": run.status,
+            "events_url": reverse("api_conversation_events", args=[message.conversation_id]),
+        },
+        status=202,
+    )
+
+
+@api_view("POST")
+def message_select(request: HttpRequest, message_id: int) -> HttpResponse:
+    """Show this question among its edits: the conversation on its branch."""
+    message = selectors.message_get(user=request.user, message_id=message_id)
+    branching.branch_select_question(message=message)
+    return JsonResponse(conversation_detail_out(message.conversation))
 
 
 @api_view("POST")

@@ -73,7 +73,8 @@ def anon_api(client) -> JsonClient:
 class Event:
     id: int
     event: str
-    data: Any
+    data: Any  # the event's payload, as the log stores it
+    branch: dict | None = None  # which run and branch it belongs to (the stream adds it)
 
 
 HEARTBEAT = "heartbeat"
@@ -151,7 +152,9 @@ class SSEStream:
                 return HEARTBEAT
             name, _, value = line.partition(": ")
             fields[name] = value
-        return Event(int(fields["id"]), fields["event"], json.loads(fields["data"]))
+        data = json.loads(fields["data"])
+        branch = data.pop("branch", None) if isinstance(data, dict) else None
+        return Event(int(fields["id"]), fields["event"], data, branch)
 
     async def events_until(self, predicate, timeout: float = 10) -> list[Event]:
         """Events up to and including the first matching ``predicate``."""

@@ -270,8 +270,8 @@ def test_cancel_run(api, mine, theirs, other_user):
 
 
 def test_retry_a_failed_run(api, mine, theirs):
-    """The API's Retry: the latest failed, stopped or incomplete run's question is answered
-    again by a new run; anything else is refused in plain words."""
+    """The API's Retry: a failed, stopped or incomplete run's question is answered again
+    by a new run beside it; anything else is refused in plain words."""
     run_id = api.post(f"/api/conversations/{mine.pk}/messages", {"content": "go"}).json()["run_id"]
     assert api.post(f"/api/runs/{run_id}/retry").status_code == 400  # still queued
     Run.objects.filter(pk=run_id).update(status=Run.Status.FAILED, error="The model failed.")
@@ -284,8 +284,8 @@ def test_retry_a_failed_run(api, mine, theirs):
     assert Run.objects.get(pk=retry["id"]).trigger_message_id == (
         Run.objects.get(pk=run_id).trigger_message_id
     )
-    refused = api.post(f"/api/runs/{run_id}/retry")  # no longer the latest
-    assert refused.status_code == 400 and "latest" in refused.json()["error"]
+    refused = api.post(f"/api/runs/{run_id}/retry")  # its retry is being answered
+    assert refused.status_code == 409 and "Wait for the current answer" in refused.json()["error"]
     other_run = Run.objects.create(conversation=theirs, status=Run.Status.FAILED)
     assert api.post(f"/api/runs/{other_run.pk}/retry").status_code == 404
 
@@ -349,3 +349,54 @@ def test_tools_lists_what_the_user_may_use(api, user):
     tools = {tool["name"]: tool for tool in api.get("/api/tools").json()["tools"]}
     assert "calculator" in tools and tools["calculator"]["description"]
     assert set(tools["calculator"]) == {"name", "description", "requires_confirmation"}
+
+
+def test_edit_a_question_and_switch_between_its_versions(api, mine, theirs):
+    first = api.post(f"/api/conversations/{mine.pk}/messages", {"content": "Cats?"}).json()
+    busy = api.post(f"/api/messages/{first['message_id']}/edit", {"content": "Dogs?"})
+    assert busy.status_code == 409 and "Wait for the current answer" in busy.json()["error"]
+    Run.objects.filter(pk=first["run_id"]).update(status=Run.Status.SUCCEEDED)
+    assert (
+        api.post(f"/api/messages/{first['message_id']}/edit", {"content": " "}).status_code == 400
+    )
+
+    edited = api.post(f"/api/messages/{first['message_id']}/edit", {"content": "Dogs?"})
+
+    assert edited.status_code == 202
+    detail = api.get(f"/api/conversations/{mine.pk}").json()
+    assert [m["content"] for m in detail["messages"]] == ["Dogs?"]
+    assert [r["id"] for r in detail["runs"]] == [edited.json()["run_id"]]
+    assert detail["runs"][0]["question_versions"] == {
+        "ids": [first["message_id"], edited.json()["message_id"]], "index": 1, "count": 2,
+    }  # fmt: skip
+    every = api.get(f"/api/conversations/{mine.pk}?branch=all").json()
+    assert [m["content"] for m in every["messages"]] == ["Cats?", "Dogs?"]
+    assert [r["selected"] for r in every["runs"]] == [False, True]
+
+    Run.objects.filter(pk=edited.json()["run_id"]).update(status=Run.Status.SUCCEEDED)
+    switched = api.post(f"/api/messages/{first['message_id']}/select")
+    assert switched.status_code == 200
+    assert [m["content"] for m in switched.json()["messages"]] == ["Cats?"]
+    assert api.get(f"/api/conversations/{mine.pk}").json()["messages"][0]["content"] == "Cats?"
+
+    their_message = message_create(conversation=theirs, role="user", content="theirs")
+    assert api.post(f"/api/messages/{their_message.pk}/edit", {"content": "x"}).status_code == 404
+    assert api.post(f"/api/messages/{their_message.pk}/select").status_code == 404
+
+
+def test_regenerate_with_a_model_the_user_may_not_use_is_refused(api, mine, chat_model):
+    from llms.models import LLMModel
+
+    hidden = LLMModel.objects.create(
+        provider=chat_model.provider, model_id="hidden", display_name="Hidden", enabled=False
+    )
+    posted = api.post(f"/api/conversations/{mine.pk}/messages", {"content": "Hi"}).json()
+    Run.objects.filter(pk=posted["run_id"]).update(status=Run.Status.SUCCEEDED)
+
+    refused = api.post(f"/api/runs/{posted['run_id']}/regenerate", {"model": hidden.pk})
+    assert refused.status_code == 400 and "model" in refused.json()["fields"]
+    regenerated = api.post(f"/api/runs/{posted['run_id']}/regenerate", {"model": chat_model.pk})
+    assert regenerated.status_code == 202
+    assert regenerated.json()["model_id"] == chat_model.pk
+    assert regenerated.json()["parent_run_id"] is None
+    assert Run.objects.filter(conversation=mine).count() == 2

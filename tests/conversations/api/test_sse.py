@@ -388,3 +388,44 @@ async def test_a_gap_in_live_ids_is_filled_from_the_log(sse, token, user):
 
     events = await stream.events_until(lambda e: e.id == 3)
     assert as_tuples(events) == [(seq, channel, payload) for seq, _r, channel, payload in logged]
+
+
+# ------------------------------------------------------------------------------ branches
+
+
+async def test_events_say_their_branch_and_the_replay_follows_the_selected_one(
+    http, sse, token, chat_model, llm_server
+):
+    """A regenerated answer is a second branch: each event names its run and the run
+    that run continues; the replay holds the selected branch (every one with
+    ``branch=all``)."""
+    llm_server.push("First answer.", "Second answer.")
+    conversation_id = await new_conversation(http)
+    path = f"/api/conversations/{conversation_id}/events"
+    await post_message(http, conversation_id, "one")
+    first = await (await sse(path, token=token)).rest()
+    first_run = http.run_ids[-1]
+    regenerated = await http.post(f"/api/runs/{first_run}/regenerate")
+    assert regenerated.status_code == 202, regenerated.text
+    second_run = regenerated.json()["id"]
+    http.run_ids.append(second_run)
+    second = await (await sse(path, token=token)).rest()
+
+    assert {e.branch["run_id"] for e in first} == {first_run}
+    assert {e.branch["run_id"] for e in second} == {second_run}
+    assert all(e.branch["parent_run_id"] is None for e in first + second)
+    assert second[-1].data["answer"] == "Second answer."
+    selected = await (await sse(f"{path}?after=0", token=token)).rest()
+    assert as_tuples(selected) == as_tuples(second)
+    every = await (await sse(f"{path}?after=0&branch=all", token=token)).rest()
+    assert as_tuples(every) == as_tuples(first + second)
+
+    # Back on the first answer, the replay follows it.
+    switched = await http.post(f"/api/runs/{first_run}/select")
+    assert switched.status_code == 200
+    assert [run["id"] for run in switched.json()["runs"]] == [first_run]
+    assert switched.json()["runs"][0]["answer_versions"] == {
+        "ids": [first_run, second_run], "index": 0, "count": 2,
+    }  # fmt: skip
+    selected = await (await sse(f"{path}?after=0", token=token)).rest()
+    assert as_tuples(selected) == as_tuples(first)

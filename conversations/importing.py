@@ -1,0 +1,302 @@
+"""Import a JSON export (:mod:`conversations.exporting`) as a new conversation.
+
+Anything that is not an export of a known ``format`` and ``version`` is refused before a
+row is written. Imported runs are finished records without events: their answers and
+usage come back, their tool cards (events) do not.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from agentsite.errors import ApplicationError
+from conversations.exporting import EXPORT_FORMAT, EXPORT_VERSION
+from conversations.models import Conversation, Message, Run
+
+MAX_DEPTH = 32
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def import_max_bytes() -> int:
+    """The largest export file import reads: the site's request body limit."""
+    return int(settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+
+
+def _refuse(message: str, code: str = "invalid") -> ApplicationError:
+    return ApplicationError(message, code=code, extra={"file": [message]})
+
+
+def _parse(raw: bytes) -> dict[str, Any]:
+    limit = import_max_bytes()
+    if len(raw) > limit:
+        raise _refuse(f"The file is too large (the limit is {limit:,} bytes).", "too_large")
+    try:
+        data = json.loads(raw, parse_constant=_no_constant)
+    except RecursionError:
+        raise _refuse(f"The file is nested deeper than {MAX_DEPTH} levels.") from None
+    except (ValueError, UnicodeDecodeError):
+        raise _refuse("The file is not JSON: choose a JSON export of a conversation.") from None
+    if not isinstance(data, dict):
+        raise _refuse("The file is not a conversation export (expected a JSON object).")
+    if data.get("format") != EXPORT_FORMAT:
+        raise _refuse(
+            f"The file is not an agentsite conversation export (its format is "
+            f"{str(data.get('format'))[:60]!r}, expected {EXPORT_FORMAT!r})."
+        )
+    version = data.get("version")
+    if version != EXPORT_VERSION or isinstance(version, bool):
+        raise _refuse(
+            f"Export version {json.dumps(version)[:20]} is not supported: this site reads "
+            f"version {EXPORT_VERSION}."
+        )
+    _refuse_unstorable(data)
+    return data
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _refuse_unstorable(data: Any) -> None:
+    """Lone surrogates (not text: the database refuses them) and deep nesting."""
+    pending: list[tuple[Any, int]] = [(data, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, str) and _SURROGATE.search(value):
+            raise _refuse("The file holds text that is not valid Unicode.")
+        if isinstance(value, dict | list):
+            if depth > MAX_DEPTH:
+                raise _refuse(f"The file is nested deeper than {MAX_DEPTH} levels.")
+            items = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+            pending.extend((item, depth + 1) for item in items)
+
+
+_TOP_FIELDS = {"format", "version", "scope", "exported_at", "conversation", "messages", "runs"}
+_MESSAGE_FIELDS = {
+    "id", "seq", "role", "kind", "content", "reasoning", "incomplete", "pinned", "usage",
+    "created_at", "run_id",
+}  # fmt: skip
+_RUN_FIELDS = {
+    "id", "parent_id", "trigger_message_id", "status", "selected", "iterations", "usage",
+    "elapsed", "error", "model", "created_at",
+}  # fmt: skip
+
+
+class _Reader:
+    """Typed field access on one object of the file, with errors saying where."""
+
+    def __init__(self, value: Any, where: str, allowed: set[str], required: set[str]) -> None:
+        if not isinstance(value, dict):
+            raise _refuse(f"{where} must be an object.")
+        unknown = sorted(set(value) - allowed)
+        if unknown:
+            raise _refuse(f"{where} has unknown field(s): {', '.join(unknown)[:200]}.")
+        missing = sorted(required - set(value))
+        if missing:
+            raise _refuse(f"{where} lacks the field(s): {', '.join(missing)}.")
+        self.value, self.where = value, where
+
+    def get(self, name: str, types: tuple[type, ...], default: Any = None) -> Any:
+        value = self.value.get(name, default)
+        if value is None and default is None and None in types:
+            return None
+        bad_bool = isinstance(value, bool) and bool not in types
+        if bad_bool or not isinstance(value, tuple(t for t in types if t is not None)):
+            raise _refuse(f"{self.where}: '{name}' has the wrong type.")
+        return value
+
+    def whole(
+        self, name: str, *, nullable: bool = False, default: Any = None, maximum: int = 2**62
+    ) -> int | None:
+        value = self.get(name, (int, None) if nullable else (int,), default)
+        if value is not None and not 0 <= value <= maximum:
+            raise _refuse(f"{self.where}: '{name}' is out of range.")
+        return value
+
+    def text(self, name: str, max_chars: int, default: str = "") -> str:
+        value = self.get(name, (str,), default)
+        if len(value) > max_chars:
+            raise _refuse(
+                f"{self.where}: '{name}' is too long ({len(value):,} characters; the limit "
+                f"is {max_chars:,}).",
+                "too_large",
+            )
+        return value
+
+    def choice(self, name: str, choices: list[str]) -> str:
+        value = self.get(name, (str,))
+        if value not in choices:
+            raise _refuse(f"{self.where}: '{name}' must be one of {', '.join(choices)}.")
+        return value
+
+
+@dataclass
+class _Plan:
+    """The validated file: rows to create, in order."""
+
+    title: str
+    messages: list[dict[str, Any]]
+    runs: list[dict[str, Any]]  # parents before children
+
+
+def _plan(data: dict[str, Any]) -> _Plan:
+    from conversations.services import message_max_chars
+
+    top = _Reader(data, "The file", _TOP_FIELDS, {"format", "version", "messages", "runs"})
+    conversation = top.get("conversation", (dict,), {})
+    title = conversation.get("title", "")
+    if not isinstance(title, str):
+        raise _refuse("The conversation's title must be text.")
+    max_chars = message_max_chars()
+    messages: list[dict[str, Any]] = []
+    for index, value in enumerate(top.get("messages", (list,))):
+        item = _Reader(
+            value, f"Message {index + 1}", _MESSAGE_FIELDS, {"id", "seq", "role", "content"}
+        )
+        messages.append(
+            {
+                "id": item.whole("id"),
+                "seq": item.whole("seq"),
+                "role": item.choice("role", Message.Role.values),
+                "kind": item.choice("kind", Message.Kind.values)
+                if "kind" in item.value
+                else Message.Kind.CHAT,
+                "content": item.text("content", max_chars),
+                "reasoning": item.text("reasoning", max_chars),
+                "incomplete": item.get("incomplete", (bool,), False),
+                "pinned": item.get("pinned", (bool,), False),
+                "usage": item.get("usage", (dict,), {}),
+                "run_id": item.whole("run_id", nullable=True),
+            }
+        )
+    runs: list[dict[str, Any]] = []
+    for index, value in enumerate(top.get("runs", (list,))):
+        item = _Reader(value, f"Run {index + 1}", _RUN_FIELDS, {"id", "status"})
+        elapsed = item.get("elapsed", (int, float, None))
+        runs.append(
+            {
+                "id": item.whole("id"),
+                "parent_id": item.whole("parent_id", nullable=True),
+                "trigger_message_id": item.whole("trigger_message_id", nullable=True),
+                "status": item.choice("status", Run.Status.values),
+                "selected": item.get("selected", (bool,), False),
+                "iterations": item.whole("iterations", default=0, maximum=2**31 - 1),
+                "usage": item.get("usage", (dict,), {}),
+                "elapsed": float(elapsed)
+                if elapsed is not None and math.isfinite(elapsed) and elapsed >= 0
+                else None,
+                "error": item.text("error", max_chars),
+            }
+        )
+    _check_links(messages, runs)
+    return _Plan(title.strip()[:200], sorted(messages, key=lambda m: m["seq"]), _ordered(runs))
+
+
+def _check_links(messages: list[dict[str, Any]], runs: list[dict[str, Any]]) -> None:
+    message_ids = [m["id"] for m in messages]
+    run_ids = [r["id"] for r in runs]
+    if len(set(message_ids)) != len(message_ids):
+        raise _refuse("Two messages of the file have the same id.")
+    if len({m["seq"] for m in messages}) != len(messages):
+        raise _refuse("Two messages of the file have the same number (seq).")
+    if len(set(run_ids)) != len(run_ids):
+        raise _refuse("Two runs of the file have the same id.")
+    known_runs, known_messages = set(run_ids), set(message_ids)
+    for message in messages:
+        if message["run_id"] is not None and message["run_id"] not in known_runs:
+            raise _refuse(f"Message {message['id']} names a run the file does not hold.")
+    selected_parents: set[int | None] = set()
+    for run in runs:
+        if run["parent_id"] is not None and run["parent_id"] not in known_runs:
+            raise _refuse(f"Run {run['id']} continues a run the file does not hold.")
+        trigger = run["trigger_message_id"]
+        if trigger is not None and trigger not in known_messages:
+            raise _refuse(f"Run {run['id']} answers a message the file does not hold.")
+        if run["selected"]:
+            if run["parent_id"] in selected_parents:
+                raise _refuse(f"Two runs are selected at the fork of run {run['id']}.")
+            selected_parents.add(run["parent_id"])
+
+
+def _ordered(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Parents before their children, by id among siblings; a loop is refused."""
+    children: dict[int | None, list[dict[str, Any]]] = {}
+    for run in sorted(runs, key=lambda r: r["id"]):
+        children.setdefault(run["parent_id"], []).append(run)
+    ordered: list[dict[str, Any]] = []
+    pending = list(reversed(children.get(None, [])))
+    while pending:
+        run = pending.pop()
+        ordered.append(run)
+        pending.extend(reversed(children.get(run["id"], [])))
+    if len(ordered) != len(runs):
+        raise _refuse("The runs of the file do not form a tree (a run continues itself).")
+    return ordered
+
+
+def conversation_import(*, owner, raw: bytes) -> Conversation:
+    """A new conversation of ``owner`` from an export file: all of it, or nothing (an
+    :class:`ApplicationError` saying what is wrong with the file)."""
+    from conversations.services import conversation_create
+
+    plan = _plan(_parse(raw))
+    now = timezone.now()
+    earlier = now - timedelta(seconds=1)
+    with transaction.atomic():
+        conversation = conversation_create(owner=owner, title=plan.title)
+        runs: dict[int, Run] = {}
+        for item in plan.runs:
+            status = item["status"]
+            error = item["error"]
+            if status in Run.ACTIVE_STATUSES:  # exported mid-run: it never finished
+                status = Run.Status.FAILED
+                error = error or "The run was still working when the conversation was exported."
+            runs[item["id"]] = Run.objects.create(
+                conversation=conversation,
+                parent=runs[item["parent_id"]] if item["parent_id"] is not None else None,
+                selected_at=now if item["selected"] else earlier,
+                status=status,
+                iterations=item["iterations"],
+                usage=item["usage"],
+                elapsed=item["elapsed"],
+                error=error,
+                started_at=now,
+                finished_at=now,
+            )
+        rows = [
+            Message(
+                conversation=conversation,
+                seq=number,
+                role=item["role"],
+                kind=item["kind"],
+                content=item["content"],
+                reasoning=item["reasoning"],
+                incomplete=item["incomplete"],
+                pinned=item["pinned"],
+                usage=item["usage"],
+                run=runs[item["run_id"]] if item["run_id"] is not None else None,
+                delivered_at=now if item["kind"] == Message.Kind.INJECT else None,
+            )
+            for number, item in enumerate(plan.messages, start=1)
+        ]
+        Message.objects.bulk_create(rows)
+        saved = {item["id"]: row.pk for item, row in zip(plan.messages, rows, strict=True)}
+        if not all(saved.values()):  # a backend that returns no ids: read them back
+            by_seq = dict(conversation.messages.values_list("seq", "pk"))
+            saved = {item["id"]: by_seq[n] for n, item in enumerate(plan.messages, start=1)}
+        for item in plan.runs:
+            if item["trigger_message_id"] is not None:
+                runs[item["id"]].trigger_message_id = saved[item["trigger_message_id"]]
+        Run.objects.bulk_update(list(runs.values()), ["trigger_message"])
+        Conversation.objects.filter(pk=conversation.pk).update(last_message_seq=len(rows))
+        conversation.last_message_seq = len(rows)
+    return conversation
