@@ -2,11 +2,12 @@ from __future__ import annotations
 
 from django.urls import path
 
-from conversations import views
+from conversations import branch_views, share_views, views
 
 urlpatterns = [
     path("", views.conversation_list, name="conversation_list"),
     path("c/new/", views.conversation_new, name="conversation_new"),
+    path("c/list/", views.conversation_rows, name="conversation_rows"),
     path("c/<id:conversation_id>/", views.conversation_detail, name="conversation_detail"),
     path("c/<id:conversation_id>/messages/", views.message_post, name="message_post"),
     path("c/<id:conversation_id>/rename/", views.conversation_rename, name="conversation_rename"),
@@ -16,9 +17,37 @@ urlpatterns = [
     path("c/<id:conversation_id>/delete/", views.conversation_delete, name="conversation_delete"),
     path("c/<id:conversation_id>/model/", views.conversation_model, name="conversation_model"),
     path("runs/<id:run_id>/cancel/", views.run_cancel, name="run_cancel"),
-    path("runs/<id:run_id>/retry/", views.run_retry, name="run_retry"),
+    path("runs/<id:run_id>/retry/", branch_views.run_retry, name="run_retry"),
+    path("runs/<id:run_id>/regenerate/", branch_views.run_regenerate, name="run_regenerate"),
+    path("runs/<id:run_id>/select/", branch_views.run_select, name="run_select"),
+    path("m/<id:message_id>/", branch_views.message_show, name="message_show"),
+    path("m/<id:message_id>/edit/", branch_views.message_edit, name="message_edit"),
+    path("m/<id:message_id>/select/", branch_views.message_select, name="message_select"),
     path("runs/<id:run_id>/approvals/<str:call_id>/", views.run_approval, name="run_approval"),
     path("runs/<id:run_id>/summary/", views.run_summary, name="run_summary"),
     path("runs/<id:run_id>/artifacts/", views.run_artifacts, name="run_artifacts"),
     path("m/<id:message_id>/pin/", views.message_pin, name="message_pin"),
+    # Export, import and shared links (share_views)
+    path(
+        "c/<id:conversation_id>/export/",
+        share_views.conversation_export,
+        name="conversation_export",
+    ),
+    path("c/import/", share_views.conversation_import, name="conversation_import"),
+    path(
+        "c/<id:conversation_id>/share/", share_views.conversation_share, name="conversation_share"
+    ),
+    path("settings/shares/", share_views.share_list, name="share_list"),
+    path("settings/shares/<id:share_id>/revoke/", share_views.share_revoke, name="share_revoke"),
+    path("s/<str:token>/", share_views.shared_page, name="shared_page"),
+    path(
+        "s/<str:token>/artifacts/<id:index>/preview/",
+        share_views.shared_artifact_preview,
+        name="shared_artifact_preview",
+    ),
+    path(
+        "s/<str:token>/artifacts/<id:index>/download/",
+        share_views.shared_artifact_download,
+        name="shared_artifact_download",
+    ),
 ]

@@ -5,39 +5,69 @@ Full pages on plain requests; named partials (``"page.html#partial"``) for htmx 
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages as flash
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from agentsite.errors import ApplicationError
 from conversations import selectors, services
 from conversations.rendering import RunView, StepItem, render_run_block
 from conversations.runs import lifecycle
 from conversations.runs.publisher import logged_run_view
+from conversations.sidebar import sidebar_page
+from conversations.starting import conversation_start
+from conversations.tree import Siblings
 
 PARTIALS = "conversations/partials.html"
+SIDEBAR = "conversations/sidebar.html"
+# Going to another chat replaces only the main column: the sidebar (its scroll, its
+# search) stays, and the old chat's websocket closes as its element leaves the page.
+MAIN_SWAP = {"target": "#main", "select": "#main", "swap": "outerHTML"}
+# An event on the page's body: the sidebar reloads its list (a conversation was added).
+SIDEBAR_CHANGED = "conversations-changed"
 
 
 @require_GET
 def conversation_list(request: HttpRequest) -> HttpResponse:
-    query = request.GET.get("q", "").strip()
-    archived = request.GET.get("archived") == "1"
-    conversations = selectors.conversation_list(user=request.user, search=query, archived=archived)
-    template = "conversations/list.html"
-    if request.htmx and request.htmx.target == "conversation-list":
-        template += "#conversation-list"
-    return render(
-        request, template, {"conversations": conversations, "q": query, "archived": archived}
-    )
+    """The home page: a new chat, beside the list of conversations."""
+    return _new_chat(request)
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 def conversation_new(request: HttpRequest) -> HttpResponse:
-    conversation = services.conversation_create(owner=request.user)
-    return redirect("conversation_detail", conversation_id=conversation.pk)
+    """GET: an empty composer (no conversation yet). POST: its first message, which
+    creates the conversation; the browser then goes to the conversation's page."""
+    if request.method == "GET":
+        return _new_chat(request)
+    try:
+        conversation, _message, _run = conversation_start(
+            owner=request.user,
+            content=request.POST.get("content", ""),
+            model_id=request.POST.get("model") or None,
+        )
+    except ApplicationError as exc:
+        return _form_error(request, exc.message, status=413 if exc.code == "too_large" else 422)
+    url = reverse("conversation_detail", args=[conversation.pk])
+    if not request.htmx:
+        return redirect(url)
+    # The run is streaming already: its page's websocket catches up from the event log.
+    response = HttpResponse()
+    response["HX-Location"] = json.dumps({"path": url, **MAIN_SWAP})
+    response["HX-Trigger"] = SIDEBAR_CHANGED
+    return response
+
+
+@require_GET
+def conversation_rows(request: HttpRequest) -> HttpResponse:
+    """The sidebar's list (a search, the archived view, a refresh) or its next page."""
+    context = _sidebar_context(request)
+    partial = "#rows" if request.GET.get("cursor") else "#conversation-list"
+    return render(request, SIDEBAR + partial, context)
 
 
 @require_GET
@@ -47,15 +77,32 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
     conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
     lifecycle.run_sweep_stale(conversation=conversation)
     timeline = selectors.conversation_timeline(conversation=conversation)
-    return render(
-        request,
-        "conversations/detail.html",
-        {
-            "conversation": conversation,
-            "timeline": timeline,
-            "models": models_for_user(user=request.user),
-        },
+    context = {
+        "conversation": conversation,
+        "timeline": timeline,
+        "models": models_for_user(user=request.user),
+        "current_id": conversation.pk,  # highlighted in the sidebar
+    }
+    return render(request, "conversations/detail.html", context | _sidebar_context(request))
+
+
+def _new_chat(request: HttpRequest) -> HttpResponse:
+    from llms.selectors import default_model_for_user, models_for_user
+
+    context = {
+        "models": models_for_user(user=request.user),
+        "default_model": default_model_for_user(user=request.user),
+    }
+    return render(request, "conversations/new_chat.html", context | _sidebar_context(request))
+
+
+def _sidebar_context(request: HttpRequest) -> dict:
+    query = request.GET.get("q", "").strip()
+    archived = request.GET.get("archived") == "1"
+    page = sidebar_page(
+        user=request.user, search=query, archived=archived, cursor=request.GET.get("cursor", "")
     )
+    return {"sidebar": page, "q": query, "archived": archived}
 
 
 @require_POST
@@ -79,7 +126,11 @@ def message_post(request: HttpRequest, conversation_id: int) -> HttpResponse:
         view = RunView(run_id=run.pk)
         if not run.is_active:
             view.error = {"message": run.error, "status": run.status}
-        html = render_to_string(f"{PARTIALS}#user-message", {"message": message}, request)
+        # A new run continues the tip of the selected branch: its question has no siblings yet.
+        question = Siblings([message.pk], 0)
+        html = render_to_string(
+            f"{PARTIALS}#user-message", {"message": message, "question": question}, request
+        )
         html += render_run_block(view, run, with_next_slot=True)
         if message.seq == 1:  # the first message just titled this conversation instance
             html += render_to_string(
@@ -94,18 +145,6 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
     run = selectors.run_get(user=request.user, run_id=run_id)
     services.run_cancel(run=run)
     return HttpResponse(status=204)
-
-
-@require_POST
-def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = selectors.run_get(user=request.user, run_id=run_id)
-    try:
-        retry = services.run_retry(run=run, user=request.user)
-    except ApplicationError as exc:
-        return _form_error(request, exc.message, status=409)
-    html = render_run_block(RunView(run_id=retry.pk), retry, with_next_slot=True)
-    html += render_to_string(f"{PARTIALS}#form-error", {"error": ""}, request)
-    return HttpResponse(html)
 
 
 @require_POST
@@ -145,7 +184,15 @@ def conversation_rename(request: HttpRequest, conversation_id: int) -> HttpRespo
     try:
         services.conversation_rename(conversation=conversation, title=request.POST.get("title", ""))
     except ApplicationError as exc:
+        if _from_sidebar(request):
+            return _form_error(request, exc.message)
         flash.error(request, exc.message)
+    if _from_sidebar(request):
+        html = render_to_string(f"{SIDEBAR}#row", {"conversation": conversation}, request)
+        if _is_open(request, conversation):  # the chat's header shows the title too
+            context = {"conversation": conversation, "oob": True}
+            html += render_to_string(f"{PARTIALS}#title-input", context, request)
+        return HttpResponse(html)
     return _back(request, conversation)
 
 
@@ -154,6 +201,8 @@ def conversation_archive(request: HttpRequest, conversation_id: int) -> HttpResp
     conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
     archived = request.POST.get("archived", "1") == "1"
     services.conversation_archive(conversation=conversation, archived=archived)
+    if _from_sidebar(request):
+        return HttpResponse()  # the row leaves this view of the list
     flash.success(request, f"“{conversation}” {'archived' if archived else 'restored'}.")
     return redirect("conversation_list")
 
@@ -162,7 +211,10 @@ def conversation_archive(request: HttpRequest, conversation_id: int) -> HttpResp
 def conversation_delete(request: HttpRequest, conversation_id: int) -> HttpResponse:
     conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
     title = str(conversation)
+    was_open = _is_open(request, conversation)
     services.conversation_delete(conversation=conversation)
+    if _from_sidebar(request) and not was_open:
+        return HttpResponse()  # the row goes; the open chat stays
     flash.success(request, f"“{title}” deleted.")
     if request.htmx:
         response = HttpResponse()
@@ -183,6 +235,17 @@ def conversation_model(request: HttpRequest, conversation_id: int) -> HttpRespon
     # The demo-model notice follows the conversation's model.
     notice = {"model": conversation.model, "oob": True}
     return HttpResponse(render_to_string("llms/local_model_notice.html", notice, request))
+
+
+def _from_sidebar(request: HttpRequest) -> bool:
+    """A row action of the sidebar: answered with the row, not with a page."""
+    return bool(request.htmx) and request.POST.get("next") == "sidebar"
+
+
+def _is_open(request: HttpRequest, conversation) -> bool:
+    """Whether the page that sent this htmx request shows ``conversation``."""
+    current = request.htmx.current_url_abs_path if request.htmx else None
+    return (current or "").split("?")[0] == reverse("conversation_detail", args=[conversation.pk])
 
 
 def _back(request: HttpRequest, conversation) -> HttpResponse:

@@ -1,66 +1,94 @@
 // Chat page behaviour that htmx does not cover: Enter to send, keep the view scrolled.
+//
+// Switching conversation replaces the main column (#main) without loading a page, so the
+// composer, the messages and the chat's websocket element are new each time: everything
+// here binds to the column that is on the page now, again after each swap (htmx:load).
 (function () {
   "use strict";
-  const form = document.getElementById("composer");
-  const messages = document.getElementById("messages");
-  if (!form || !messages) return;
-  const textarea = form.querySelector("textarea");
-
-  textarea.addEventListener("keydown", function (event) {
-    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
-      event.preventDefault();
-      if (textarea.value.trim()) form.requestSubmit();
-    }
-  });
-
-  // A message that was sent clears the composer; what a refusal or outage kept stays.
-  // (A listener, not hx-on: the Content-Security-Policy refuses the eval hx-on needs.)
-  form.addEventListener("htmx:afterRequest", function (event) {
-    if (event.detail.elt === form && event.detail.successful) form.reset();
-  });
-
-  function nearBottom() {
-    return window.innerHeight + window.scrollY >= document.body.scrollHeight - 160;
-  }
-  let stick = true;
-  window.addEventListener("scroll", function () { stick = nearBottom(); }, { passive: true });
-  const observer = new MutationObserver(function () {
-    if (stick) window.scrollTo(0, document.body.scrollHeight);
-  });
-  observer.observe(messages, { childList: true, subtree: true, characterData: true });
-  window.scrollTo(0, document.body.scrollHeight);
 
   // A new run starts as soon as the message is saved, so its first frames can arrive before
   // the POST response that adds the run's block (their targets) to the page. Frames that
   // arrive while the composer's request is in flight are held, then applied in order, the
   // way the ws extension applies them, once the response has been swapped in.
-  const chat = document.getElementById("chat");
   let htmxApi = null;
   htmx.defineExtension("agentsite-held-frames", { init: function (api) { htmxApi = api; } });
-  let posting = false;
-  let held = [];
 
-  function apply(message) {
-    const settleInfo = htmxApi.makeSettleInfo(chat);
-    const fragment = htmxApi.makeFragment(message);
-    Array.from(fragment.children).forEach(function (child) {
-      htmxApi.oobSwap(htmxApi.getAttributeValue(child, "hx-swap-oob") || "true", child, settleInfo);
-    });
-    htmxApi.settleImmediately(settleInfo.tasks);
+  function nearBottom() {
+    return window.innerHeight + window.scrollY >= document.body.scrollHeight - 160;
   }
+  let stick = true;
+  let observer = null;
+  window.addEventListener("scroll", function () { stick = nearBottom(); }, { passive: true });
 
-  form.addEventListener("htmx:beforeRequest", function () { posting = true; });
-  form.addEventListener("htmx:afterRequest", function () {
-    posting = false;
-    const frames = held;
-    held = [];
-    frames.forEach(apply);
-  });
-  if (chat) {
+  function setUp() {
+    const form = document.getElementById("composer");
+    if (!form || form.dataset.chatReady) return;
+    form.dataset.chatReady = "1";
+    const textarea = form.querySelector("textarea");
+
+    textarea.addEventListener("keydown", function (event) {
+      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        if (textarea.value.trim()) form.requestSubmit();
+      }
+    });
+    // After a swap the browser does not apply autofocus: the new chat's box gets it here.
+    if (textarea.hasAttribute("autofocus") && document.activeElement !== textarea) {
+      textarea.focus({ preventScroll: true });
+    }
+
+    // A message that was sent clears the composer; what a refusal or outage kept stays.
+    // (A listener, not hx-on: the Content-Security-Policy refuses the eval hx-on needs.)
+    form.addEventListener("htmx:afterRequest", function (event) {
+      if (event.detail.elt === form && event.detail.successful) form.reset();
+    });
+
+    const messages = document.getElementById("messages");
+    if (observer) observer.disconnect();
+    observer = null;
+    if (messages) {
+      observer = new MutationObserver(function () {
+        if (stick) window.scrollTo(0, document.body.scrollHeight);
+      });
+      observer.observe(messages, { childList: true, subtree: true, characterData: true });
+      stick = true;
+      window.scrollTo(0, document.body.scrollHeight);
+    }
+
+    const chat = document.getElementById("chat");
+    if (!chat) return;
+    let posting = false;
+    let held = [];
+    function apply(message) {
+      const settleInfo = htmxApi.makeSettleInfo(chat);
+      const fragment = htmxApi.makeFragment(message);
+      Array.from(fragment.children).forEach(function (child) {
+        htmxApi.oobSwap(htmxApi.getAttributeValue(child, "hx-swap-oob") || "true", child, settleInfo);
+      });
+      htmxApi.settleImmediately(settleInfo.tasks);
+    }
+    function release() {
+      posting = false;
+      const frames = held;
+      held = [];
+      frames.forEach(apply);
+    }
+    form.addEventListener("htmx:beforeRequest", function () { posting = true; });
+    form.addEventListener("htmx:afterRequest", release);
+    // Edit, Regenerate and Retry start a run too, and their response replaces the messages.
+    // (When the clicked element is gone with them, htmx reports the request's end on an
+    // ancestor still on the page.)
+    chat.addEventListener("htmx:beforeRequest", function (event) {
+      if (event.target.closest("[data-holds-frames]")) posting = true;
+    });
+    chat.addEventListener("htmx:afterRequest", function () { if (posting) release(); });
     chat.addEventListener("htmx:wsBeforeMessage", function (event) {
       if (!posting || !htmxApi) return;
       event.preventDefault();
       held.push(event.detail.message);
     });
   }
+
+  setUp();
+  document.addEventListener("htmx:load", setUp);
 })();

@@ -19,9 +19,10 @@
 // (tools/markdown_views.py); its SVG comes back as an <img> (img-src data:).
 (function () {
   "use strict";
-  const messages = document.getElementById("messages");
+  // The whole page, not #messages: switching conversation swaps in a new #messages (htmx).
+  const messages = document.body;
   const script = document.currentScript;
-  if (!messages || !window.markdownit || !window.DOMPurify) return;
+  if (!window.markdownit || !window.DOMPurify) return;
 
   // ------------------------------------------------------------------ the renderer
 

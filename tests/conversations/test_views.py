@@ -139,7 +139,7 @@ def test_first_message_titles_the_conversation_in_the_same_response(user_client,
     assert 'id="conversation-title"' not in second.text
 
 
-def test_retry_answers_the_latest_question_again_as_a_new_run(client, user, conversation):
+def test_retry_answers_the_question_again_beside_the_failed_answer(client, user, conversation):
     client.force_login(user)
     message, run, _ = services.message_post(conversation=conversation, user=user, content="hi")
     Run.objects.filter(pk=run.pk).update(status=Run.Status.INCOMPLETE)
@@ -152,19 +152,25 @@ def test_retry_answers_the_latest_question_again_as_a_new_run(client, user, conv
     assert f'id="run-{retry.pk}"' in response.content.decode()
     assert Message.objects.filter(conversation=conversation).count() == 1  # no new question
     page = client.get(f"/c/{conversation.pk}/").content.decode()
-    assert page.index(f'id="run-{run.pk}"') < page.index(f'id="run-{retry.pk}"')
+    # The new answer is shown; the attempt is one switch away.
+    assert f'id="run-{retry.pk}"' in page and f'id="run-{run.pk}"' not in page
+    assert "2/2" in page and f'hx-post="/runs/{run.pk}/select/"' in page
 
 
-def test_retry_refuses_a_run_that_is_not_the_latest_or_succeeded(client, user, conversation):
+def test_retry_refuses_a_complete_answer_or_while_a_run_is_active(client, user, conversation):
     client.force_login(user)
     _, first, _ = services.message_post(conversation=conversation, user=user, content="one")
     Run.objects.filter(pk=first.pk).update(status=Run.Status.FAILED)
     _, second, _ = services.message_post(conversation=conversation, user=user, content="two")
-    Run.objects.filter(pk=second.pk).update(status=Run.Status.SUCCEEDED)
 
-    for run, why in ((first, "Only the latest answer"), (second, "Only a failed, stopped")):
-        response = client.post(f"/runs/{run.pk}/retry/")
-        assert response.status_code == 409 and why in response.content.decode()
+    # "two" is still being answered; then it is answered completely.
+    response = client.post(f"/runs/{first.pk}/retry/")
+    assert (
+        response.status_code == 409 and "Wait for the current answer" in response.content.decode()
+    )
+    Run.objects.filter(pk=second.pk).update(status=Run.Status.SUCCEEDED)
+    response = client.post(f"/runs/{second.pk}/retry/")
+    assert response.status_code == 422 and "Only a failed, stopped" in response.content.decode()
     assert Run.objects.filter(conversation=conversation).count() == 2
 
 

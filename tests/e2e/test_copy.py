@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from playwright.sync_api import BrowserContext, Page, expect
 
 from tests.e2e.conftest import ScriptedLLM
 from tests.e2e.test_chat_flows import latest_run, new_conversation, send, wait_finished
+
+pytestmark = pytest.mark.e2e
 
 
 def test_copy_buttons_copy_the_question_and_the_answers_markdown(

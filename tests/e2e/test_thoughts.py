@@ -3,6 +3,7 @@ calling a tool shows at once, then moves out of the answer into the step's thoug
 
 from __future__ import annotations
 
+import pytest
 from playwright.sync_api import Page, expect
 
 from tests.e2e.conftest import ScriptedLLM
@@ -13,6 +14,8 @@ from tests.e2e.test_chat_flows import (
     send,
     wait_finished,
 )
+
+pytestmark = pytest.mark.e2e
 
 
 def test_thinking_streams_collapsed_and_a_tool_steps_text_becomes_its_thought(

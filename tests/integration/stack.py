@@ -785,9 +785,12 @@ class Browser:
         return await self.http.post(path, data=data or {}, headers=headers)
 
     async def new_conversation(self) -> int:
-        response = await self.post("/c/new/")
-        assert response.status_code == 302, response.status_code
-        return int(re.search(r"/c/(\d+)/", response.headers["location"])[1])  # type: ignore[index]
+        """An empty conversation, created through the JSON API (the chat page creates one
+        only with its first message)."""
+        headers = {"X-CSRFToken": self.http.cookies["csrftoken"]}
+        response = await self.http.post("/api/conversations", json={}, headers=headers)
+        assert response.status_code == 201, (response.status_code, response.text[:300])
+        return int(response.json()["id"])
 
     async def send(self, conversation_id: int, content: str) -> httpx.Response:
         response = await self.post(f"/c/{conversation_id}/messages/", {"content": content})

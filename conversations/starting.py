@@ -1,0 +1,33 @@
+"""Starting a conversation: its row is created with its first message, never before.
+
+"New chat" only opens an empty composer; the conversation exists once the user sends
+something, so clicking it leaves no empty conversation behind.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from conversations.models import Conversation, Message, Run
+from conversations.services import conversation_create, message_post
+
+
+def conversation_start(
+    *, owner, content: str, model_id: int | str | None = None
+) -> tuple[Conversation, Message, Run]:
+    """Create the conversation, save its first message and start its run, all or nothing.
+
+    An empty or too long message, or a model the owner may not use, raises
+    ``ApplicationError`` and creates nothing. ``model_id`` empty: the owner's default.
+    """
+    from llms.selectors import model_get_for_user
+
+    model = None
+    if model_id not in (None, ""):
+        model = model_get_for_user(user=owner, model_id=model_id)
+    with transaction.atomic():
+        conversation = conversation_create(owner=owner, model=model)
+        # Raises before anything is written when the message is refused; the atomic
+        # block then takes the new row back with it. The run launches on commit.
+        message, run, _ = message_post(conversation=conversation, user=owner, content=content)
+    return conversation, message, run
