@@ -14,7 +14,7 @@ from django.utils import timezone
 from agentsite.errors import ApplicationError
 from conversations.models import Conversation, Message, Run
 from conversations.numbering import next_message_seq
-from conversations.services import active_run, message_max_chars, quota_refusal, run_start
+from conversations.services import active_run, message_content_clean, quota_refusal, run_start
 from conversations.tree import RunTree
 
 BUSY = "Wait for the current answer to finish, or stop it, first."
@@ -47,16 +47,7 @@ def _question_run(tree: RunTree, message: Message) -> int:
 def message_edit(*, message: Message, user, content: str) -> tuple[Message, Run]:
     """Ask ``message`` again as edited: a new question beside it, answered as a new
     branch (the original and its answers stay, one switch away)."""
-    content = (content or "").strip()
-    if not content:
-        raise ApplicationError("Type a message first.", extra={"content": ["Required."]})
-    limit = message_max_chars()
-    if len(content) > limit:
-        raise ApplicationError(
-            f"The message is too long ({len(content):,} characters; the limit is {limit:,}).",
-            code="too_large",
-            extra={"content": [f"At most {limit} characters."]},
-        )
+    content = message_content_clean(content)
     conversation = message.conversation
     with transaction.atomic():
         _lock(conversation.pk)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -20,10 +19,8 @@ from django.utils import timezone
 
 from agentsite.errors import ApplicationError
 from conversations.exporting import EXPORT_FORMAT, EXPORT_VERSION
+from conversations.jsoninput import MAX_DEPTH, UnstorableJSON, loads_storable
 from conversations.models import Conversation, Message, Run
-
-MAX_DEPTH = 32
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def import_max_bytes() -> int:
@@ -40,11 +37,9 @@ def _parse(raw: bytes) -> dict[str, Any]:
     if len(raw) > limit:
         raise _refuse(f"The file is too large (the limit is {limit:,} bytes).", "too_large")
     try:
-        data = json.loads(raw, parse_constant=_no_constant)
-    except RecursionError:
-        raise _refuse(f"The file is nested deeper than {MAX_DEPTH} levels.") from None
-    except (ValueError, UnicodeDecodeError):
-        raise _refuse("The file is not JSON: choose a JSON export of a conversation.") from None
+        data = loads_storable(raw)
+    except UnstorableJSON as exc:
+        raise _refuse(_FILE_REFUSALS[exc.reason]) from None
     if not isinstance(data, dict):
         raise _refuse("The file is not a conversation export (expected a JSON object).")
     if data.get("format") != EXPORT_FORMAT:
@@ -58,26 +53,14 @@ def _parse(raw: bytes) -> dict[str, Any]:
             f"Export version {json.dumps(version)[:20]} is not supported: this site reads "
             f"version {EXPORT_VERSION}."
         )
-    _refuse_unstorable(data)
     return data
 
 
-def _no_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a JSON value")
-
-
-def _refuse_unstorable(data: Any) -> None:
-    """Lone surrogates (not text: the database refuses them) and deep nesting."""
-    pending: list[tuple[Any, int]] = [(data, 1)]
-    while pending:
-        value, depth = pending.pop()
-        if isinstance(value, str) and _SURROGATE.search(value):
-            raise _refuse("The file holds text that is not valid Unicode.")
-        if isinstance(value, dict | list):
-            if depth > MAX_DEPTH:
-                raise _refuse(f"The file is nested deeper than {MAX_DEPTH} levels.")
-            items = [*value.keys(), *value.values()] if isinstance(value, dict) else value
-            pending.extend((item, depth + 1) for item in items)
+_FILE_REFUSALS = {
+    "invalid": "The file is not JSON: choose a JSON export of a conversation.",
+    "too_deep": f"The file is nested deeper than {MAX_DEPTH} levels.",
+    "surrogate": "The file holds text that is not valid Unicode.",
+}
 
 
 _TOP_FIELDS = {"format", "version", "scope", "exported_at", "conversation", "messages", "runs"}

@@ -30,6 +30,21 @@ def message_max_chars() -> int:
     return int(getattr(settings, "AGENTSITE_MESSAGE_MAX_CHARS", 100_000))
 
 
+def message_content_clean(content: str | None) -> str:
+    """The message as it will be saved; refused when empty or over the length limit."""
+    content = (content or "").strip()
+    if not content:
+        raise ApplicationError("Type a message first.", extra={"content": ["Required."]})
+    limit = message_max_chars()
+    if len(content) > limit:
+        raise ApplicationError(
+            f"The message is too long ({len(content):,} characters; the limit is {limit:,}).",
+            code="too_large",
+            extra={"content": [f"At most {limit} characters."]},
+        )
+    return content
+
+
 def conversation_create(*, owner, title: str = "", model=None) -> Conversation:
     from llms.configcache import cached
     from llms.selectors import default_model_for_user
@@ -98,16 +113,7 @@ def message_post(*, conversation: Conversation, user, content: str) -> tuple[Mes
 
     Returns ``(message, run, injected)``.
     """
-    content = (content or "").strip()
-    if not content:
-        raise ApplicationError("Type a message first.", extra={"content": ["Required."]})
-    limit = message_max_chars()
-    if len(content) > limit:
-        raise ApplicationError(
-            f"The message is too long ({len(content):,} characters; the limit is {limit:,}).",
-            code="too_large",
-            extra={"content": [f"At most {limit} characters."]},
-        )
+    content = message_content_clean(content)
     try:
         return _message_save(conversation=conversation, user=user, content=content)
     except _StaleActiveRun:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 from django.utils.http import content_disposition_header
@@ -12,7 +11,7 @@ from django.utils.http import content_disposition_header
 from agentsite.errors import ApplicationError
 from conversations import exporting, importing, selectors, sharing
 from conversations.api.auth import api_view
-from conversations.api.body import read_json_object
+from conversations.api.body import read_body, read_json_object
 from conversations.api.views import conversation_detail_out
 from conversations.models import SharedLink
 
@@ -49,20 +48,7 @@ def conversation_export(request: HttpRequest, conversation_id: int) -> HttpRespo
 @api_view("POST")
 def conversation_import(request: HttpRequest) -> HttpResponse:
     """The body is an export document (``GET .../export?format=json``)."""
-    limit = importing.import_max_bytes()
-    too_large = ApplicationError(
-        f"The request body is too large (the limit is {limit:,} bytes).", code="too_large"
-    )
-    try:
-        declared = int(request.headers.get("Content-Length") or 0)
-    except ValueError:
-        declared = 0
-    if declared > limit:
-        raise too_large
-    try:
-        raw = request.body
-    except RequestDataTooBig:
-        raise too_large from None
+    raw = read_body(request, importing.import_max_bytes())
     conversation = importing.conversation_import(owner=request.user, raw=raw)
     response = JsonResponse(conversation_detail_out(conversation), status=201)
     response["Location"] = reverse("api_conversation", args=[conversation.pk])

@@ -240,7 +240,7 @@ def test_oversized_body_is_refused_before_parsing(api, mine, monkeypatch):
     before = counts()
     body = json.dumps({"content": "y" * limit})
     with monkeypatch.context() as patched:
-        patched.setattr(api_module.json, "loads", parse_refused)
+        patched.setattr(api_module, "loads_storable", parse_refused)
         response = api.post(f"/api/conversations/{mine.pk}/messages", body)
     assert response.status_code == 413
     assert "too large" in response.json()["error"]
