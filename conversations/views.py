@@ -201,8 +201,13 @@ def conversation_archive(request: HttpRequest, conversation_id: int) -> HttpResp
     conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
     archived = request.POST.get("archived", "1") == "1"
     services.conversation_archive(conversation=conversation, archived=archived)
-    if _from_sidebar(request):
-        return HttpResponse()  # the row leaves this view of the list
+    if _from_sidebar(request):  # the row leaves this view of the list
+        if not _is_open(request, conversation):
+            return HttpResponse()
+        # The open chat's header button says what a click does now.
+        return render(
+            request, f"{PARTIALS}#archive-form", {"conversation": conversation, "oob": True}
+        )
     flash.success(request, f"“{conversation}” {'archived' if archived else 'restored'}.")
     return redirect("conversation_list")
 

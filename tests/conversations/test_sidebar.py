@@ -187,6 +187,21 @@ def test_deleting_the_open_conversation_goes_to_a_new_chat(user_client, user, ch
     assert not Conversation.objects.exists()
 
 
+def test_archiving_the_open_conversation_turns_its_header_button_into_restore(
+    user_client, user, chat_model
+):
+    conversation = make(user, "Open")
+    here = {"HTTP_HX_CURRENT_URL": f"http://testserver/c/{conversation.pk}/", **HTMX}
+
+    response = user_client.post(
+        f"/c/{conversation.pk}/archive/", {"archived": "1", "next": "sidebar"}, **here
+    )
+
+    page = response.text
+    assert 'id="archive-form"' in page and 'hx-swap-oob="true"' in page
+    assert ">Restore</button>" in page and 'name="archived" value="0"' in page
+
+
 def test_the_sidebar_shows_only_the_users_own_conversations(
     user_client, user, other_user, chat_model
 ):
