@@ -75,16 +75,15 @@ def conversation_timeline(*, conversation: Conversation, fresh_run_id: int | Non
     (``fresh_run_id``) starts empty: the page applies its frames as they arrive, as it
     does for a run started from the composer.
     """
-    from conversations.rendering import build_run_view
-    from conversations.runs.publisher import run_inject_ids
-
     # The page shows the log up to here; its websocket catches up from here.
     last_seq = last_event_seq(conversation.pk)
     tree = RunTree.load(conversation.pk)
     path = tree.selected_path()
     path_ids = [node.run_id for node in path]
     messages = path_filter(tree, path, conversation.messages.all())
-    runs = list(Run.objects.filter(pk__in=path_ids).order_by("created_at", "id"))
+    runs = list(
+        Run.objects.filter(pk__in=path_ids).select_related("model").order_by("created_at", "id")
+    )
     events_by_run: dict[int, list] = {run.pk: [] for run in runs}
     active_ids = {run.pk for run in runs if run.is_active}
     logged = [pk for pk in path_ids if not (pk == fresh_run_id and pk in active_ids)]
@@ -93,6 +92,10 @@ def conversation_timeline(*, conversation: Conversation, fresh_run_id: int | Non
     for seq, run_id, channel, payload in rows.values_list("seq", "run_id", "channel", "payload"):
         events_by_run.setdefault(run_id, []).append((seq, channel, payload))
     answers = {m.run_id: m for m in messages if m.role == Message.Role.ASSISTANT and m.run_id}
+    by_run: dict[int, list[Message]] = {}
+    for message in messages:
+        if message.run_id:
+            by_run.setdefault(message.run_id, []).append(message)
     items: list[dict] = []
     runs_by_trigger = {run.trigger_message_id: run for run in runs}
     placed: set[int] = set()
@@ -102,22 +105,30 @@ def conversation_timeline(*, conversation: Conversation, fresh_run_id: int | Non
             question = tree.question_siblings(run.pk) if run is not None else None
             items.append({"kind": "message", "message": message, "question": question})
         if run is not None:
-            item = _run_item(run, events_by_run, answers, messages, build_run_view, run_inject_ids)
+            item = _run_item(run, events_by_run, answers, by_run.get(run.pk, []))
             item["answers"] = tree.answer_siblings(run.pk)
             items.append(item)
             placed.add(run.pk)
     for run in runs:  # runs whose trigger message is gone
         if run.pk not in placed:
-            items.append(
-                _run_item(run, events_by_run, answers, messages, build_run_view, run_inject_ids)
-            )
+            items.append(_run_item(run, events_by_run, answers, by_run.get(run.pk, [])))
     active = next((run for run in reversed(runs) if run.status in Run.ACTIVE_STATUSES), None)
     return {"items": items, "last_seq": last_seq, "active_run": active}
 
 
-def _run_item(run, events_by_run, answers, messages, build_run_view, run_inject_ids) -> dict:
+def _run_item(
+    run: Run, events_by_run: dict, answers: dict[int, Message], run_messages: list[Message]
+) -> dict:
+    """A run of the timeline, from what the page already read (no query per run)."""
+    from conversations.rendering import build_run_view
+
     events = sorted(events_by_run.get(run.pk, []), key=lambda e: e[0])
-    view = build_run_view(run.pk, events, run_inject_ids(run.pk))
+    # Delivered follow-ups in delivery order, as runs.publisher.run_inject_ids reads them.
+    delivered = sorted(
+        (m for m in run_messages if m.kind == Message.Kind.INJECT and m.delivered_at),
+        key=lambda m: (m.delivered_at, m.seq),
+    )
+    view = build_run_view(run.pk, events, [m.pk for m in delivered])
     answer = answers.get(run.pk)
     if answer is not None:
         view.answer_text = answer.content
@@ -132,7 +143,7 @@ def _run_item(run, events_by_run, answers, messages, build_run_view, run_inject_
             }
         else:
             view.error = {"message": run.error or run.get_status_display(), "status": run.status}
-    pending = _pending_injects(view, [m for m in messages if m.run_id == run.pk], run.is_active)
+    pending = _pending_injects(view, run_messages, run.is_active)
     return {"kind": "run", "run": run, "view": view, "pending_injects": pending}
 
 

@@ -253,3 +253,52 @@ async def test_a_summary_is_used_only_on_the_branch_it_was_made_on(chat, user, l
     history = await sync_to_async(compaction.history_load)(run=run_r3b)
     assert history.summary is not None and history.summary.summary == "They counted."
     assert [m.content for m in history.messages] == ["First", "One", "Second", "Two"]
+
+
+def _page_queries(client, conversation) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(f"/c/{conversation.pk}/").status_code == 200
+    return len(queries)
+
+
+def _grow(conversation, user, model, turns: int) -> None:
+    """Finished turns, each with a delivered follow-up and a regenerated answer."""
+    from django.utils import timezone
+
+    for i in range(turns):
+        tip = RunTree.load(conversation.pk).tip()
+        parent = tip.run_id if tip else None
+        question = services.message_create(conversation=conversation, role="user", content=f"q{i}")
+        for answer in ("first", "again"):
+            run = Run.objects.create(
+                conversation=conversation, trigger_message=question, parent_id=parent,
+                model=model, status=Run.Status.SUCCEEDED, finished_at=timezone.now(),
+            )  # fmt: skip
+            if question.run_id is None:
+                question.run = run
+                question.save(update_fields=["run"])
+            services.message_create(
+                conversation=conversation, role="user", content="also", run=run,
+                kind=Message.Kind.INJECT,
+            )  # fmt: skip
+            Message.objects.filter(run=run, kind=Message.Kind.INJECT).update(
+                delivered_at=timezone.now()
+            )
+            services.message_create(
+                conversation=conversation, role="assistant", content=answer, run=run
+            )
+
+
+def test_the_page_reads_the_same_number_of_queries_for_any_number_of_runs(
+    client, user, chat_model
+):
+    client.force_login(user)
+    conversation = services.conversation_create(owner=user, title="Long")
+    _grow(conversation, user, chat_model, 2)
+    _page_queries(client, conversation)  # per-process caches (models, tools) fill once
+    few = _page_queries(client, conversation)
+    _grow(conversation, user, chat_model, 10)
+    assert _page_queries(client, conversation) == few
