@@ -292,9 +292,7 @@ def _grow(conversation, user, model, turns: int) -> None:
             )
 
 
-def test_the_page_reads_the_same_number_of_queries_for_any_number_of_runs(
-    client, user, chat_model
-):
+def test_the_page_reads_the_same_number_of_queries_for_any_number_of_runs(client, user, chat_model):
     client.force_login(user)
     conversation = services.conversation_create(owner=user, title="Long")
     _grow(conversation, user, chat_model, 2)
