@@ -1,8 +1,9 @@
 """agentsite's framework-free agent engine.
 
 Pure Python, asyncio and httpx: nothing here imports Django. The names in ``__all__`` are
-the public API (DESIGN.md section 2). The error tree lives in :mod:`engine.llm.base`
-(provider errors) and :mod:`engine.errors` (loop errors).
+the public API (DESIGN.md section 2); plan mode lives in :mod:`engine.plan`. The error
+tree lives in :mod:`engine.llm.base` (provider errors) and :mod:`engine.errors` (loop
+errors).
 """
 
 from __future__ import annotations
@@ -35,6 +36,16 @@ from engine.llm.base import (
 from engine.llm.openai import OpenAICompatibleLLM
 from engine.llm.registry import ModelRegistry
 from engine.messages import ChatMessage, ToolCall, Usage
+from engine.plan import (
+    Plan,
+    PlanAgent,
+    PlanConfig,
+    PlanError,
+    PlanStep,
+    choose_mode,
+    parse_plan,
+    validate_plan,
+)
 from engine.selection import TOOL_SELECTION_MAX, TOOL_SELECTION_THRESHOLD
 from engine.structured import (
     StructuredCallResult,
@@ -68,6 +79,11 @@ __all__ = [
     "LLMTimeoutError",
     "ModelRegistry",
     "OpenAICompatibleLLM",
+    "Plan",
+    "PlanAgent",
+    "PlanConfig",
+    "PlanError",
+    "PlanStep",
     "RateLimitError",
     "ReActAgent",
     "Step",
@@ -79,11 +95,14 @@ __all__ = [
     "ToolResult",
     "UnavailableError",
     "Usage",
+    "choose_mode",
     "estimate_messages_tokens",
     "estimate_tokens",
     "extract_json",
     "model_budget",
+    "parse_plan",
     "smart_truncate",
     "structured_llm_call",
     "tool",
+    "validate_plan",
 ]

@@ -24,6 +24,7 @@ __all__ = [
     "IterationDone",
     "IterationStart",
     "Phase",
+    "StepProgress",
     "ThinkingDone",
     "ThinkingStart",
     "ThoughtDelta",
@@ -210,6 +211,43 @@ class Phase(AgentEvent):
 
 
 @dataclass
+class StepProgress(AgentEvent):
+    """How one step of a plan is doing (plan mode), so the page can show every step live.
+
+    ``event`` is ``started``, ``iteration``, ``tool``, ``completed``, ``failed`` or
+    ``skipped``; ``extra`` holds that event's own fields (``iteration``; a tool's
+    ``status``, ``tool_name``, ``tool_args``, ``observation``, ``error``, ``iter_elapsed``;
+    ``result`` and ``iterations``; ``error``; ``reason``). ``elapsed`` is seconds since
+    the step started, ``tokens`` the step's tokens so far, ``round`` the plan's round.
+    """
+
+    step_id: str
+    event: str
+    task: str
+    model: str
+    elapsed: float
+    tokens: int
+    round: int = 1
+    extra: dict[str, Any] = field(default_factory=dict)
+    channel: ClassVar[str] = "step_progress"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step_id": self.step_id,
+            "event": self.event,
+            "task": self.task,
+            "model": self.model,
+            "elapsed": round(self.elapsed, 4),
+            "tokens": self.tokens,
+            "round": self.round,
+            **self.extra,
+        }
+
+
+_STEP_PROGRESS_FIELDS = ("step_id", "event", "task", "model", "elapsed", "tokens", "round")
+
+
+@dataclass
 class Inject(AgentEvent):
     content: str
     channel: ClassVar[str] = "inject"
@@ -298,6 +336,17 @@ def event_from_dict(channel: str, payload: dict[str, Any]) -> AgentEvent:
         return Phase(payload["phase"], extra)
     if channel == "inject":
         return Inject(payload.get("content", ""))
+    if channel == "step_progress":
+        return StepProgress(
+            str(payload.get("step_id", "")),
+            payload.get("event", ""),
+            payload.get("task", ""),
+            payload.get("model", ""),
+            payload.get("elapsed", 0.0),
+            payload.get("tokens", 0),
+            payload.get("round", 1),
+            {k: v for k, v in payload.items() if k not in _STEP_PROGRESS_FIELDS},
+        )
     if channel == "approval":
         return Approval(
             payload["status"],

@@ -55,6 +55,15 @@ class ModelRegistry:
             raise LookupError("no LLM is registered")
         return next(iter(self._models.values()))
 
+    def has_role(self, role: str | None) -> bool:
+        """Whether a model was registered with ``role`` (``get_by_role`` falls back to the
+        default, so callers that want their own fallback ask this first)."""
+        return bool(role) and any(role in roles for roles in self._roles.values())
+
+    def name_of(self, llm: LLM) -> str | None:
+        """The name ``llm`` (this very object) was registered under, or None."""
+        return next((name for name, model in self._models.items() if model is llm), None)
+
     def roles(self, name: str) -> tuple[str, ...]:
         self.get(name)
         return self._roles[name]
