@@ -1,10 +1,15 @@
-"""Admin for providers, models, usage and quotas. Thin: the rules live in llms.services."""
+"""Admin for providers, models, role assignments, usage and quotas.
+
+Thin: the rules live in llms.services (and the probe summary in llms.probe).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.auth.admin import GroupAdmin
+from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Sum
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -17,9 +22,23 @@ from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
 from agentsite.errors import ApplicationError
-from llms.forms import ABILITY_LABELS, LLMModelAdminForm, ProviderAdminForm
-from llms.models import ABILITY_FLAGS, LLMModel, Provider, UsageQuota, UsageRecord
-from llms.probe import CHECKS
+from llms.forms import (
+    ABILITY_LABELS,
+    LLMModelAdminForm,
+    ProviderAdminForm,
+    RoleAssignmentAdminForm,
+    RoleAssignmentInlineFormSet,
+)
+from llms.models import (
+    ABILITY_FLAGS,
+    ROLES,
+    LLMModel,
+    Provider,
+    RoleAssignment,
+    UsageQuota,
+    UsageRecord,
+)
+from llms.probe import CHECKS, probe_summary
 from llms.services import (
     model_apply_verified_abilities,
     model_ensure_default,
@@ -93,13 +112,13 @@ class LLMModelAdmin(admin.ModelAdmin):
         "is_default",
         "roles_list",
         "declared_list",
-        "probed_at",
+        "probe_result",
     ]
     list_filter = ["provider", "enabled", "is_default"]
     list_select_related = ["provider"]
     search_fields = ["model_id", "display_name", "provider__name"]
     filter_horizontal = ["allowed_groups"]
-    readonly_fields = ["capabilities", "probed_at"]
+    readonly_fields = ["probe_result", "capabilities", "probed_at"]
     actions = ["probe_capabilities", "apply_verified_abilities", "make_default"]
 
     class Media:
@@ -120,7 +139,7 @@ class LLMModelAdmin(admin.ModelAdmin):
                 ]
             },
         ),
-        ("Declared versus verified", {"fields": ["capabilities", "probed_at"]}),
+        ("Declared versus verified", {"fields": ["probe_result", "capabilities", "probed_at"]}),
         ("Access", {"fields": ["allowed_groups"]}),
     ]
 
@@ -132,6 +151,10 @@ class LLMModelAdmin(admin.ModelAdmin):
     def declared_list(self, obj: LLMModel) -> str:
         abilities = obj.abilities or {}
         return ", ".join(f for f in ABILITY_FLAGS if abilities.get(f) is True) or "—"
+
+    @admin.display(description="last probe", ordering="probed_at")
+    def probe_result(self, obj: LLMModel) -> str:
+        return probe_summary(obj)
 
     @admin.display(description="Probe")
     def capabilities(self, obj: LLMModel) -> SafeString:
@@ -233,6 +256,48 @@ class LLMModelAdmin(admin.ModelAdmin):
         obj = queryset.get()
         model_set_default(model=obj)
         self.message_user(request, f"{obj} is now the default model.")
+
+
+@admin.register(RoleAssignment)
+class RoleAssignmentAdmin(admin.ModelAdmin):
+    """Which model plan steps asking for a role get, per group or for everyone."""
+
+    form = RoleAssignmentAdminForm
+    list_display = ["role", "group_or_everyone", "model", "model_probe"]
+    list_filter = ["role", "group"]
+    list_select_related = ["group", "model__provider"]
+    search_fields = ["group__name", "model__model_id", "model__display_name"]
+
+    @admin.display(description="group", ordering="group__name")
+    def group_or_everyone(self, obj: RoleAssignment) -> str:
+        return obj.group.name if obj.group else "Everyone"
+
+    @admin.display(description="model's last probe", ordering="model__probed_at")
+    def model_probe(self, obj: RoleAssignment) -> str:
+        return probe_summary(obj.model)
+
+
+class RoleAssignmentInline(admin.TabularInline):
+    """The group's role models on its own page (the everyone rows: Role assignments)."""
+
+    model = RoleAssignment
+    form = RoleAssignmentAdminForm
+    formset = RoleAssignmentInlineFormSet
+    fields = ["role", "model"]
+    extra = 0
+    max_num = len(ROLES)
+    verbose_name = "plan-mode model for a role"
+    verbose_name_plural = "plan-mode models by role"
+
+
+# django.contrib.auth registers Group; the documented way to add an inline is to
+# register it again with a subclass of its admin.
+admin.site.unregister(Group)
+
+
+@admin.register(Group)
+class LLMGroupAdmin(GroupAdmin):
+    inlines = [*GroupAdmin.inlines, RoleAssignmentInline]
 
 
 @admin.register(UsageRecord)

@@ -14,11 +14,12 @@ class LlmsConfig(AppConfig):
         from django.contrib.auth.models import Group
 
         from llms import configcache
-        from llms.models import LLMModel, Provider, UsageQuota
+        from llms.models import LLMModel, Provider, RoleAssignment, UsageQuota
 
         configcache.watch(
             Provider,
             LLMModel,
+            RoleAssignment,
             UsageQuota,
             Group,
             links=(LLMModel.allowed_groups.through, get_user_model().groups.through),

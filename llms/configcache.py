@@ -5,10 +5,11 @@ use; a message checks its user's quota; a new conversation takes the default mod
 Building those queries (group permissions, subqueries) costs more CPU than the rest of a
 short run's set-up, for rows that change only when an admin edits them. Each process
 keeps them in memory, stamped with :class:`~llms.models.ConfigVersion`'s token, and reads
-that one small row instead. Saving or deleting a watched row (providers, models, quotas,
-groups, who belongs to which group; the tools app watches its own) replaces the token in
-the same transaction, so no process serves rows older than what it can read. Entries
-also expire after ``MAX_AGE_SECONDS``, and at most ``MAX_ENTRIES`` are kept.
+that one small row instead. Saving or deleting a watched row (providers, models, role
+assignments, quotas, groups, who belongs to which group; the tools app watches its own)
+replaces the token in the same transaction, so no process serves rows older than what it
+can read. Entries also expire after ``MAX_AGE_SECONDS``, and at most ``MAX_ENTRIES`` are
+kept.
 
 Cached values are shared between runs and threads: callers must treat them as read-only.
 """

@@ -13,17 +13,23 @@ from typing import Any
 from django import forms
 from django.utils.html import escape
 
+from agentsite.errors import ApplicationError
 from llms.models import (
     ABILITY_FLAGS,
     JSON_SCHEMA_DIALECTS,
     ROLES,
     LLMModel,
     Provider,
+    RoleAssignment,
 )
+from llms.probe import probe_summary
+from llms.services import role_assignment_check
 
 __all__ = [
     "LLMModelAdminForm",
     "ProviderAdminForm",
+    "RoleAssignmentAdminForm",
+    "RoleAssignmentInlineFormSet",
     "WriteOnlyTextarea",
     "resolve_secret",
     "write_only_field",
@@ -143,7 +149,10 @@ class LLMModelAdminForm(forms.ModelForm):
         choices=[(role, role) for role in ROLES],
         widget=forms.CheckboxSelectMultiple,
         required=False,
-        help_text="Plan steps ask for a fast or reasoning model by role.",
+        help_text=(
+            "Plan steps ask for a fast or reasoning model by role. Role assignments (per "
+            "group, or for everyone) take precedence; these boxes are the last fallback."
+        ),
     )
 
     class Meta:
@@ -188,3 +197,56 @@ class LLMModelAdminForm(forms.ModelForm):
                 "There must be one default model: make another model the default instead.",
             )
         return data
+
+
+class ModelWithProbeChoiceField(forms.ModelChoiceField):
+    """Model choices labelled with their last probe: admins pick roles by what works."""
+
+    def label_from_instance(self, obj: LLMModel) -> str:
+        return f"{obj} ({obj.provider.name}) — {probe_summary(obj)}"
+
+
+class RoleAssignmentAdminForm(forms.ModelForm):
+    """An assignment, refused when the group could not use the model (the service's rule)."""
+
+    class Meta:
+        model = RoleAssignment
+        fields = ["role", "group", "model"]
+        field_classes = {"model": ModelWithProbeChoiceField}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        model_field = self.fields["model"]
+        model_field.queryset = LLMModel.objects.select_related("provider")  # type: ignore[attr-defined]
+        group_field = self.fields.get("group")
+        if isinstance(group_field, forms.ModelChoiceField):
+            group_field.empty_label = "Everyone (the fallback)"
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        role, model = data.get("role"), data.get("model")
+        # "group" is missing only when it failed its own validation. On the Group page's
+        # inline it is the page's group (possibly not saved yet).
+        if role and model is not None and "group" in data:
+            try:
+                role_assignment_check(role=role, group=data["group"], model=model)
+            except ApplicationError as exc:
+                self.add_error("model", exc.message)
+        return data
+
+
+class RoleAssignmentInlineFormSet(forms.BaseInlineFormSet):
+    """One row per role on a Group page: partial unique constraints are not checked
+    across the forms of a formset (Django checks only unconditional ones there)."""
+
+    def clean(self) -> None:
+        super().clean()
+        seen: set[str] = set()
+        for form in self.forms:
+            if not getattr(form, "cleaned_data", None) or form.cleaned_data.get("DELETE"):
+                continue
+            role = form.cleaned_data.get("role")
+            if role in seen:
+                raise forms.ValidationError(f"The role {role!r} is assigned twice.")
+            if role:
+                seen.add(role)

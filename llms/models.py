@@ -28,6 +28,7 @@ __all__ = [
     "ROLES",
     "LLMModel",
     "Provider",
+    "RoleAssignment",
     "UsageQuota",
     "UsageRecord",
     "abilities_problem",
@@ -198,6 +199,48 @@ class LLMModel(models.Model):
             errors["roles"] = f"Roles must be a list drawn from: {', '.join(ROLES)}."
         if errors:
             raise ValidationError(errors)
+
+
+class RoleAssignment(models.Model):
+    """The model plan steps asking for ``role`` get, for one group or for everyone.
+
+    Who gets which row (and what "usable by the group" means) is decided in
+    :func:`llms.selectors.role_models_for_user` and :func:`llms.services.role_assignment_check`.
+    """
+
+    role = models.CharField(max_length=16, choices=[(role, role) for role in ROLES])
+    group = models.ForeignKey(
+        Group,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="llm_role_assignments",
+        help_text="Empty = everyone: the fallback for users none of whose groups has one.",
+    )
+    model = models.ForeignKey(LLMModel, on_delete=models.CASCADE, related_name="role_assignments")
+
+    class Meta:
+        ordering = ["role", "group__name"]
+        constraints = [
+            # NULLs are distinct in SQL unique constraints (nulls_distinct=False is
+            # PostgreSQL 15+ only), hence two partial ones: one row per role and group,
+            # and one "everyone" row per role.
+            models.UniqueConstraint(
+                fields=["role", "group"],
+                condition=Q(group__isnull=False),
+                name="role_per_group",
+                violation_error_message="This group already has a model for this role.",
+            ),
+            models.UniqueConstraint(
+                fields=["role"],
+                condition=Q(group__isnull=True),
+                name="role_for_everyone",
+                violation_error_message="Everyone already has a model for this role.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.role} for {self.group or 'everyone'}: {self.model}"
 
 
 def abilities_problem(abilities: Any) -> str | None:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
+from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
 
 from engine import LLM, BadRequestError, ChatMessage, ChatResponse, LLMError
@@ -50,6 +51,7 @@ __all__ = [
     "build_probe_llm",
     "probe_llm",
     "probe_model",
+    "probe_summary",
 ]
 
 logger = logging.getLogger(__name__)
@@ -162,6 +164,37 @@ class ProbeReport:
             "checks": {name: check.to_dict() for name, check in self.checks.items()},
             "verified_abilities": self.verified_abilities,
         }
+
+
+# Short names of the verified abilities, for probe_summary (ProbeReport.verified_abilities).
+ABILITY_SHORT_LABELS: dict[str, str] = {
+    "tool_call": "tool calls",
+    "tool_choice": "forced tool choice",
+    "json_mode": "JSON mode",
+    "streaming": "streaming",
+}
+
+
+def probe_summary(model: LLMModel) -> str:
+    """One line on a model's last probe, for admins choosing models (lists, role picks).
+
+    Read from the stored report only: no request, no query.
+    """
+    report = model.probe_report if isinstance(model.probe_report, dict) else {}
+    if not model.probed_at or not report:
+        return "Not probed"
+    when = timezone.localtime(model.probed_at).strftime("%Y-%m-%d %H:%M")
+    if not report.get("reachable"):
+        return f"Unreachable (probed {when})"
+    checks = report.get("checks") if isinstance(report.get("checks"), dict) else {}
+    passed = sum(1 for check in checks.values() if isinstance(check, dict) and check.get("ok"))
+    verified = report.get("verified_abilities") or model.verified_abilities
+    verified = verified if isinstance(verified, dict) else {}
+    abilities = [label for name, label in ABILITY_SHORT_LABELS.items() if verified.get(name)]
+    text = f"{passed}/{len(checks)} checks passed ({', '.join(abilities) or 'plain chat only'})"
+    if report.get("latency_ms") is not None:
+        text += f", latency {report['latency_ms']} ms"
+    return f"{text}; probed {when}"
 
 
 def _clip(text: str) -> str:

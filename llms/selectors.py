@@ -13,7 +13,8 @@ from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 from django.utils import timezone
 
 from agentsite.errors import ApplicationError
-from llms.models import LLMModel, UsageQuota, UsageRecord
+from llms import configcache
+from llms.models import ROLES, LLMModel, RoleAssignment, UsageQuota, UsageRecord
 
 __all__ = [
     "QuotaStatus",
@@ -22,6 +23,7 @@ __all__ = [
     "models_for_user",
     "quota_limit_for_user",
     "quota_status_for_user",
+    "role_models_for_user",
     "usage_today_for_user",
 ]
 
@@ -65,6 +67,49 @@ def default_model_for_user(*, user: Any) -> LLMModel | None:
     """The site default if the user may use it, else their first usable model, else None."""
     usable = models_for_user(user=user)
     return usable.filter(is_default=True).first() or usable.first()
+
+
+def role_models_for_user(*, user: Any) -> dict[str, LLMModel]:
+    """The model a plan step asking for each role gets; a role without one is absent.
+
+    Per role, the first of these that the user may use (:func:`models_for_user`:
+    enabled, group-allowed) wins, so a disabled or no-longer-allowed assignment falls
+    through instead of emptying the role:
+
+    1. an assignment to one of the user's groups, lowest group id first (a user in
+       several groups with different assignments gets the same model on every run);
+    2. the "everyone" assignment (no group);
+    3. a model whose legacy ``roles`` list names the role, in :func:`models_for_user`
+       order (what the engine's registry picked before assignments existed).
+
+    Cached per user through :mod:`llms.configcache` (assignments, models, groups and
+    memberships bump its token); the models are shared: treat them as read-only.
+    """
+    if user is None or not user.is_authenticated:
+        return {}
+    found = configcache.cached(("role-models", user.pk), lambda: _role_models(user))
+    return dict(found)  # callers may change their dict, never the cached one
+
+
+def _role_models(user: Any) -> dict[str, LLMModel]:
+    usable = {model.pk: model for model in models_for_user(user=user)}
+    rows = RoleAssignment.objects.filter(
+        Q(group__isnull=True) | Q(group_id__in=_group_ids(user))
+    ).values_list("role", "group_id", "model_id")
+    # Group rows by ascending group id, then the everyone row (group_id None).
+    ordered = sorted(rows, key=lambda row: (row[1] is None, row[1] or 0))
+    found: dict[str, LLMModel] = {}
+    for role in ROLES:
+        assigned = [model_id for row_role, _, model_id in ordered if row_role == role]
+        legacy = [pk for pk, model in usable.items() if role in _legacy_roles(model)]
+        pk = next((pk for pk in (*assigned, *legacy) if pk in usable), None)
+        if pk is not None:
+            found[role] = usable[pk]
+    return found
+
+
+def _legacy_roles(model: LLMModel) -> list[str]:
+    return model.roles if isinstance(model.roles, list) else []
 
 
 def usage_today_for_user(*, user: Any) -> int:

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import F
@@ -24,8 +25,10 @@ from engine.llm.registry import ModelRegistry
 from llms import configcache
 from llms.models import (
     ABILITY_FLAGS,
+    ROLES,
     LLMModel,
     Provider,
+    RoleAssignment,
     UsageRecord,
     default_declared_abilities,
 )
@@ -51,6 +54,8 @@ __all__ = [
     "model_upsert",
     "provider_upsert",
     "quota_check",
+    "role_assignment_check",
+    "role_assignment_set",
     "usage_record",
 ]
 
@@ -236,6 +241,45 @@ def model_apply_verified_abilities(*, model: LLMModel) -> dict[str, Any]:
     model.abilities = {**(model.abilities or {}), **verified}
     model.save(update_fields=["abilities", "updated_at"])
     return model.abilities
+
+
+# ------------------------------------------------------------------------ role assignments
+
+
+def role_assignment_check(*, role: str, group: Group | None, model: LLMModel) -> None:
+    """Refuse an assignment whose group could not use the model (admin form and services).
+
+    The selector would skip such a row anyway; refusing it up front keeps an admin from
+    believing a group got a model it never will. ``group=None`` (everyone) needs a model
+    without a group restriction; a group needs a model open to everyone or to that group.
+    """
+    if role not in ROLES:
+        raise ApplicationError(f"Unknown role {role!r} (roles: {', '.join(ROLES)}).")
+    if not model.enabled:
+        raise ApplicationError(f"{model} is disabled: enable it before assigning it a role.")
+    allowed = set(model.allowed_groups.values_list("pk", flat=True)) if model.pk else set()
+    if not allowed:
+        return
+    if group is None:
+        raise ApplicationError(
+            f"{model} is restricted to some groups, so it cannot be everyone's {role} "
+            "model: assign it to those groups instead, or lift its restriction."
+        )
+    if group.pk not in allowed:
+        raise ApplicationError(
+            f"Members of {group} may not use {model} (it is restricted to other groups): "
+            f"pick another {role} model, or allow {group} on the model first."
+        )
+
+
+@transaction.atomic
+def role_assignment_set(*, role: str, group: Group | None, model: LLMModel) -> RoleAssignment:
+    """Give ``group`` (None = everyone) ``model`` for ``role``, replacing any previous pick."""
+    role_assignment_check(role=role, group=group, model=model)
+    assignment, _ = RoleAssignment.objects.update_or_create(
+        role=role, group=group, defaults={"model": model}
+    )
+    return assignment  # its post_save replaced the configuration token
 
 
 # ------------------------------------------------------------------------------ builders

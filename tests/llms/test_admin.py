@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 
 from llms.models import LLMModel, Provider, UsageQuota, UsageRecord
-from llms.services import model_upsert, provider_upsert, usage_record
+from llms.services import model_upsert, provider_upsert, role_assignment_set, usage_record
 from tests.llms.conftest import SECRET_KEY_VALUE, probe_rules
 from tools.models import ToolConfig
 
@@ -57,6 +57,7 @@ def rows(user):
     return {
         "provider": provider,
         "llmmodel": model,
+        "roleassignment": role_assignment_set(role="fast", group=None, model=model),
         "usagerecord": UsageRecord.objects.get(),
         "usagequota": quota,
         "toolconfig": tool,
@@ -66,6 +67,7 @@ def rows(user):
 APPS = {
     "provider": "llms",
     "llmmodel": "llms",
+    "roleassignment": "llms",
     "usagerecord": "llms",
     "usagequota": "llms",
     "toolconfig": "tools",
