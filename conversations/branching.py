@@ -86,6 +86,7 @@ def run_regenerate(*, run: Run, user, model_id: int | str | None = None) -> Run:
             question=run.trigger_message,
             parent_id=run.parent_id,
             model=model,
+            mode=run.mode,  # answered the way it was asked for
         )
 
 

@@ -10,6 +10,14 @@ from django.db import models
 from django.utils import timezone
 
 
+class AgentMode(models.TextChoices):
+    """How a run works: one ReAct loop, a plan of parallel steps, or a router's choice."""
+
+    REACT = "react", "ReAct"
+    PLAN = "plan", "Plan"
+    AUTO = "auto", "Auto"
+
+
 class Conversation(models.Model):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
@@ -23,6 +31,7 @@ class Conversation(models.Model):
         related_name="conversations",
     )
     archived = models.BooleanField(default=False)
+    mode = models.CharField(max_length=8, choices=AgentMode.choices, default=AgentMode.REACT)
     # Hands out per-conversation message numbers under the row's lock (conversations.numbering).
     last_message_seq = models.PositiveIntegerField(default=0)
     # Event numbers up to here are handed out (conversations.numbering): a number is never
@@ -113,6 +122,9 @@ class Run(models.Model):
     model = models.ForeignKey(
         "llms.LLMModel", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # The mode asked for with the message (the API may choose per message); blank: the
+    # conversation's mode when the run starts.
+    mode = models.CharField(max_length=8, choices=AgentMode.choices, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     iterations = models.PositiveIntegerField(default=0)
     usage = models.JSONField(default=dict, blank=True)

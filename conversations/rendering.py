@@ -18,6 +18,7 @@ from django.template.loader import render_to_string
 from django.utils.html import escape
 
 from conversations.models import Run
+from conversations.plan_view import PlanTracker
 from tools.markdown import render_markdown
 
 PARTIALS = "conversations/partials.html"
@@ -94,7 +95,7 @@ class FollowupMessage:
 class StepItem:
     """An entry of the steps area, in event order."""
 
-    kind: str  # card | thought | inject | compact | approval
+    kind: str  # card | thought | inject | compact | approval | plan
     card: ToolCard | None = None
     text: str = ""
     dom_id: str = ""
@@ -115,6 +116,7 @@ class RunView:
     assistant_message: Any = None
     followup: dict[str, Any] | None = None  # the run answering left-over follow-ups
     unanswered: list[dict[str, Any]] = field(default_factory=list)  # left over by a Stop
+    plan: PlanTracker = field(init=False)  # plan mode's rounds and steps
     _open: dict[tuple[int, str], deque[ToolCard]] = field(
         default_factory=lambda: defaultdict(deque)
     )
@@ -124,6 +126,9 @@ class RunView:
     _status_wrapper: tuple[str, str] | None = None
     _thoughts: dict[int, StepItem] = field(default_factory=dict)  # streaming, by iteration
     _thought_wrappers: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.plan = PlanTracker(self.run_id)
 
     # ids -----------------------------------------------------------------
     @property
@@ -155,7 +160,7 @@ class RunView:
             return ""
         return handler(payload, render) or ""
 
-    def _status(self, text: str, render: bool) -> str:
+    def set_status(self, text: str, render: bool) -> str:
         self.status_text = text
         if not render:
             return ""
@@ -173,7 +178,7 @@ class RunView:
     def _on_step(self, payload: dict[str, Any], render: bool) -> str:
         kind, status = payload.get("type"), payload.get("status")
         if kind == "thinking" and status == "start":
-            return self._status(f"Thinking (step {payload.get('iteration', 0)})…", render)
+            return self.set_status(f"Thinking (step {payload.get('iteration', 0)})…", render)
         if kind == "thinking" and status == "delta":
             return self._thought_delta(
                 payload.get("iteration", 0), payload.get("content", ""), render
@@ -193,8 +198,8 @@ class RunView:
             self._open[(card.iteration, card.tool_name)].append(card)
             item = StepItem(kind="card", card=card, dom_id=card.dom_id)
             self.items.append(item)
-            frame = self._append(item, render)
-            return frame + self._status(f"Running {card.tool_name}…", render)
+            frame = self.append_item(item, render)
+            return frame + self.set_status(f"Running {card.tool_name}…", render)
         if kind == "iteration":
             key = (payload.get("iteration", 0), payload.get("tool_name", ""))
             queue = self._open.get(key)
@@ -209,7 +214,7 @@ class RunView:
                 return ""
             return _partial("tool-card", {"card": card, "oob": True})
         if kind == "answer":
-            return self._status("Writing the answer…", render)
+            return self.set_status("Writing the answer…", render)
         return ""
 
     def _thought_delta(self, iteration: int, content: str, render: bool) -> str:
@@ -217,7 +222,7 @@ class RunView:
         item = self._thoughts.get(iteration)
         if item is None:
             item = self._thoughts[iteration] = self._new_thought(content, live=True)
-            return self._append(item, render)
+            return self.append_item(item, render)
         item.text += content
         if not render or not content:
             return ""
@@ -232,7 +237,7 @@ class RunView:
         """The step's whole thought: replaces what streamed (empty: keep it as it is)."""
         item = self._thoughts.pop(iteration, None)
         if item is None:
-            return self._append(self._new_thought(reasoning), render) if reasoning else ""
+            return self.append_item(self._new_thought(reasoning), render) if reasoning else ""
         item.extra["live"] = False
         if reasoning:
             item.text = reasoning
@@ -250,7 +255,7 @@ class RunView:
         self.items.append(item)
         return item
 
-    def _append(self, item: StepItem, render: bool) -> str:
+    def append_item(self, item: StepItem, render: bool) -> str:
         if not render:
             return ""
         return _partial("append-step", {"view": self, "item": item})
@@ -259,7 +264,7 @@ class RunView:
         status = payload.get("status")
         if status == "start":
             self.answer_started = True
-            return self._status("Writing the answer…", render)
+            return self.set_status("Writing the answer…", render)
         if status == "reset":  # what streamed was a step's thought: its ThinkingDone shows it
             self.answer_text, self.answer_started = "", False
             return _partial("run-answer", {"view": self, "oob": True}) if render else ""
@@ -277,13 +282,19 @@ class RunView:
         return ""
 
     def _on_phase(self, payload: dict[str, Any], render: bool) -> str:
+        frame = self.plan.on_phase(self, payload, render)
+        if frame is not None:
+            return frame
         if payload.get("phase") == "selecting_tools":
-            return self._status(
+            return self.set_status(
                 f"Choosing the right tools among {payload.get('total_tools', '?')}…", render
             )
-        return self._status(
+        return self.set_status(
             str(payload.get("phase", "")).replace("_", " ").capitalize() + "…", render
         )
+
+    def _on_step_progress(self, payload: dict[str, Any], render: bool) -> str:
+        return self.plan.on_progress(self, payload, render)
 
     def _on_inject(self, payload: dict[str, Any], render: bool) -> str:
         index = self._injects
@@ -316,8 +327,8 @@ class RunView:
                 },
             )
             self.items.append(item)
-            frame = self._append(item, render)
-            return frame + self._status(
+            frame = self.append_item(item, render)
+            return frame + self.set_status(
                 f"Waiting for your approval of {item.extra['tool_name']}…", render
             )
         item = self.approval_item(call_id)
@@ -343,7 +354,7 @@ class RunView:
             },
         )
         self.items.append(item)
-        return self._append(item, render)
+        return self.append_item(item, render)
 
     def _on_followup(self, payload: dict[str, Any], render: bool) -> str:
         self.followup = payload
@@ -390,9 +401,11 @@ class RunView:
         return self._finish_frame(render)
 
     def _finish_frame(self, render: bool) -> str:
+        unfinished = self.plan.close()  # steps a Stop or a failure left behind
         if not render:
             return ""
-        return _partial("run-finish", {"view": self, "oob": True})
+        frames = [_partial("plan-step", {"step": step, "oob": True}) for step in unfinished]
+        return "".join(frames) + _partial("run-finish", {"view": self, "oob": True})
 
     # helpers for templates -------------------------------------------------
     RETRYABLE: ClassVar[tuple[str, ...]] = Run.RETRYABLE_STATUSES  # shown with a Retry

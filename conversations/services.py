@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agentsite.errors import ApplicationError
-from conversations.models import Conversation, Message, Run, RunEvent, ToolApproval
+from conversations.models import AgentMode, Conversation, Message, Run, RunEvent, ToolApproval
 from conversations.numbering import next_message_seq
 from conversations.runs import control, launcher, lifecycle
 from conversations.runs.publisher import publish_events_sync
@@ -45,13 +45,17 @@ def message_content_clean(content: str | None) -> str:
     return content
 
 
-def conversation_create(*, owner, title: str = "", model=None) -> Conversation:
+def conversation_create(
+    *, owner, title: str = "", model=None, mode: str = AgentMode.REACT
+) -> Conversation:
     from llms.configcache import cached
     from llms.selectors import default_model_for_user
 
     if model is None:
         model = cached(("default-model", owner.pk), lambda: default_model_for_user(user=owner))
-    return Conversation.objects.create(owner=owner, title=title.strip()[:200], model=model)
+    return Conversation.objects.create(
+        owner=owner, title=title.strip()[:200], model=model, mode=mode_clean(mode)
+    )
 
 
 def conversation_rename(*, conversation: Conversation, title: str) -> Conversation:
@@ -60,6 +64,26 @@ def conversation_rename(*, conversation: Conversation, title: str) -> Conversati
         raise ApplicationError("A title cannot be empty.", extra={"title": ["Required."]})
     conversation.title = title[:200]
     conversation.save(update_fields=["title", "updated_at"])
+    return conversation
+
+
+def mode_clean(mode: str | None, *, blank: bool = False) -> str:
+    """A mode from user input; refused (400) when not one of ReAct, Plan, Auto."""
+    mode = (mode or "").strip().lower()
+    if blank and not mode:
+        return ""
+    if mode not in AgentMode.values:
+        choices = ", ".join(AgentMode.values)
+        raise ApplicationError(
+            f"Unknown mode {mode!r}: choose one of {choices}.", extra={"mode": [choices]}
+        )
+    return mode
+
+
+def conversation_set_mode(*, conversation: Conversation, mode: str) -> Conversation:
+    """How the conversation's next runs work (a running one keeps its mode)."""
+    conversation.mode = mode_clean(mode)
+    conversation.save(update_fields=["mode", "updated_at"])
     return conversation
 
 
@@ -108,20 +132,24 @@ def active_run(*, conversation: Conversation) -> Run | None:
     return conversation.runs.filter(status__in=Run.ACTIVE_STATUSES).order_by("-created_at").first()
 
 
-def message_post(*, conversation: Conversation, user, content: str) -> tuple[Message, Run, bool]:
+def message_post(
+    *, conversation: Conversation, user, content: str, mode: str = ""
+) -> tuple[Message, Run, bool]:
     """Save the user's message, then start a run or hand it to the active one.
 
-    Returns ``(message, run, injected)``.
+    ``mode`` (blank: the conversation's) is how a new run works; a follow-up joins the
+    active run as it works. Returns ``(message, run, injected)``.
     """
     content = message_content_clean(content)
+    mode = mode_clean(mode, blank=True)
     try:
-        return _message_save(conversation=conversation, user=user, content=content)
+        return _message_save(conversation=conversation, user=user, content=content, mode=mode)
     except _StaleActiveRun:
         # A dead run must not take the message: sweep it (outside the lock, it publishes),
         # then save the message again, starting a new run.
         lifecycle.run_sweep_stale(conversation=conversation)
         return _message_save(
-            conversation=conversation, user=user, content=content, check_stale=False
+            conversation=conversation, user=user, content=content, mode=mode, check_stale=False
         )
 
 
@@ -130,7 +158,7 @@ class _StaleActiveRun(Exception):
 
 
 def _message_save(
-    *, conversation: Conversation, user, content: str, check_stale: bool = True
+    *, conversation: Conversation, user, content: str, mode: str, check_stale: bool = True
 ) -> tuple[Message, Run, bool]:
     with transaction.atomic():
         # Numbering the message locks the conversation first, so two posts cannot both
@@ -169,20 +197,28 @@ def _message_save(
             user=user,
             question=message,
             parent_id=tip.run_id if tip is not None else None,
+            mode=mode,
         )
     return message, run, False
 
 
 def run_start(
-    *, conversation: Conversation, user, question: Message, parent_id: int | None, model=None
+    *,
+    conversation: Conversation,
+    user,
+    question: Message,
+    parent_id: int | None,
+    model=None,
+    mode: str = "",
 ) -> Run:
     """A run answering ``question`` after the run ``parent_id``, launched once the
     transaction commits; when the user's quota refuses it, it is saved failed, saying why
     (the question stays saved). Called inside the caller's transaction."""
     refusal = quota_refusal(user)
     run = Run.objects.create(
-        conversation=conversation, trigger_message=question, parent_id=parent_id, model=model
-    )
+        conversation=conversation, trigger_message=question, parent_id=parent_id, model=model,
+        mode=mode,
+    )  # fmt: skip
     if question.run_id is None:  # its first answer: the question is saved under it
         Message.objects.filter(pk=question.pk).update(run=run)
         question.run = run

@@ -8,25 +8,27 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from conversations.models import Conversation, Message, Run
-from conversations.services import conversation_create, message_post
+from conversations.models import AgentMode, Conversation, Message, Run
+from conversations.services import conversation_create, message_post, mode_clean
 
 
 def conversation_start(
-    *, owner, content: str, model_id: int | str | None = None
+    *, owner, content: str, model_id: int | str | None = None, mode: str = ""
 ) -> tuple[Conversation, Message, Run]:
     """Create the conversation, save its first message and start its run, all or nothing.
 
     An empty or too long message, or a model the owner may not use, raises
-    ``ApplicationError`` and creates nothing. ``model_id`` empty: the owner's default.
+    ``ApplicationError`` and creates nothing. ``model_id`` empty: the owner's default;
+    ``mode`` empty: ReAct.
     """
     from llms.selectors import model_get_for_user
 
+    mode = mode_clean(mode or AgentMode.REACT)
     model = None
     if model_id not in (None, ""):
         model = model_get_for_user(user=owner, model_id=model_id)
     with transaction.atomic():
-        conversation = conversation_create(owner=owner, model=model)
+        conversation = conversation_create(owner=owner, model=model, mode=mode)
         # Raises before anything is written when the message is refused; the atomic
         # block then takes the new row back with it. The run launches on commit.
         message, run, _ = message_post(conversation=conversation, user=owner, content=content)

@@ -16,6 +16,7 @@ urlpatterns = [
     ),
     path("c/<id:conversation_id>/delete/", views.conversation_delete, name="conversation_delete"),
     path("c/<id:conversation_id>/model/", views.conversation_model, name="conversation_model"),
+    path("c/<id:conversation_id>/mode/", views.conversation_mode, name="conversation_mode"),
     path("runs/<id:run_id>/cancel/", views.run_cancel, name="run_cancel"),
     path("runs/<id:run_id>/retry/", branch_views.run_retry, name="run_retry"),
     path("runs/<id:run_id>/regenerate/", branch_views.run_regenerate, name="run_regenerate"),

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from agentsite.errors import ApplicationError
 from conversations import selectors, services
+from conversations.models import AgentMode
 from conversations.rendering import RunView, StepItem, render_run_block
 from conversations.runs import lifecycle
 from conversations.runs.publisher import logged_run_view
@@ -49,6 +50,7 @@ def conversation_new(request: HttpRequest) -> HttpResponse:
             owner=request.user,
             content=request.POST.get("content", ""),
             model_id=request.POST.get("model") or None,
+            mode=request.POST.get("mode", ""),
         )
     except ApplicationError as exc:
         return _form_error(request, exc.message, status=413 if exc.code == "too_large" else 422)
@@ -81,6 +83,7 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
         "conversation": conversation,
         "timeline": timeline,
         "models": models_for_user(user=request.user),
+        "modes": AgentMode.choices,
         "current_id": conversation.pk,  # highlighted in the sidebar
     }
     return render(request, "conversations/detail.html", context | _sidebar_context(request))
@@ -92,6 +95,7 @@ def _new_chat(request: HttpRequest) -> HttpResponse:
     context = {
         "models": models_for_user(user=request.user),
         "default_model": default_model_for_user(user=request.user),
+        "modes": AgentMode.choices,
     }
     return render(request, "conversations/new_chat.html", context | _sidebar_context(request))
 
@@ -240,6 +244,16 @@ def conversation_model(request: HttpRequest, conversation_id: int) -> HttpRespon
     # The demo-model notice follows the conversation's model.
     notice = {"model": conversation.model, "oob": True}
     return HttpResponse(render_to_string("llms/local_model_notice.html", notice, request))
+
+
+@require_POST
+def conversation_mode(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
+    try:
+        services.conversation_set_mode(conversation=conversation, mode=request.POST.get("mode"))
+    except ApplicationError as exc:
+        return _form_error(request, exc.message)
+    return render(request, f"{PARTIALS}#form-error", {"error": ""})
 
 
 def _from_sidebar(request: HttpRequest) -> bool:

@@ -20,6 +20,11 @@ _TIME = {"type": "string", "format": "date-time"}
 _EVENT_ID = {"type": "integer", "minimum": 0, "maximum": DB_ID_MAX}
 
 
+_MODE = {
+    "enum": ["react", "plan", "auto"],
+    "description": "How runs work: react (one agent loop), plan (a plan of steps run in "
+    "parallel, judged and replanned), auto (one quick model call decides per message).",
+}
 _BRANCH_PARAM = {
     "name": "branch",
     "in": "query",
@@ -78,6 +83,7 @@ SCHEMAS: dict[str, Any] = {
             "title": {"type": "string"},
             "model": _ref("ModelRef"),
             "archived": {"type": "boolean"},
+            "mode": _MODE,
             "created_at": _TIME,
             "updated_at": _TIME,
             "last_event_seq": {"type": "integer", "description": "Last durable event id."},
@@ -146,6 +152,11 @@ SCHEMAS: dict[str, Any] = {
                 "type": ["integer", "null"],
                 "description": "The model asked for when the answer was regenerated with "
                 "another model (null: the conversation's model).",
+            },
+            "mode": {
+                "enum": ["react", "plan", "auto", None],
+                "description": "The mode asked for with the message (null: the "
+                "conversation's mode when the run started).",
             },
             "iterations": {"type": "integer"},
             "usage": {"type": "object"},
@@ -267,7 +278,16 @@ sequence number), `event:` (the protocol channel) and `data:` (the JSON payload)
   answer (tool calls followed): empty the answer; the step's `thinking done` carries it.
   The answer streams from the model's own call, so text can arrive before tool calls.
 - `compact`: `{original_messages, kept_messages}`
-- `phase`: `{phase:"selecting_tools", total_tools}`
+- `phase`: `{phase:"selecting_tools", total_tools}`; in plan mode `{phase:"routed", mode}`
+  (what Auto chose), `{phase:"planning", round}`, `{phase:"executing", round, plan:
+  {steps: [{id, task, dependencies, tool_hint, model_hint}]}}`, `{phase:"analyzing",
+  round}`, `{phase:"analyzed", round, achieved, confidence, reasoning}`,
+  `{phase:"replanning", round, reason}` and `{phase:"planning_failed", reason}` (the run
+  goes on as one ReAct loop)
+- `step_progress` (plan mode): `{step_id, round, event, task, model, elapsed, tokens}` with
+  `event` one of `started`, `iteration` (`iteration`), `tool` (`status:"start"`,
+  `tool_name`, `tool_args`, then `status:"done"`, `observation`, `error`, `iter_elapsed`),
+  `completed` (`result`, `iterations`), `failed` (`error`), `skipped` (`error`: why)
 - `inject`: `{type:"inject", content}`
 - `done`: `{status, answer, iterations, usage, elapsed}` (status `succeeded`, or
   `incomplete` with a `reason` when the answer was cut short; a `succeeded` one may carry a
@@ -355,6 +375,7 @@ def _paths() -> dict[str, Any]:
                                 "description": "A model id from GET /api/models; "
                                 "default: the site default.",
                             },
+                            "mode": _MODE | {"default": "react"},
                         },
                         "additionalProperties": False,
                     },
@@ -381,7 +402,7 @@ def _paths() -> dict[str, Any]:
                 },
             },
             "patch": {
-                "summary": "Rename, switch model, archive or restore",
+                "summary": "Rename, switch model or mode, archive or restore",
                 "operationId": "updateConversation",
                 "requestBody": _body(
                     {
@@ -391,6 +412,7 @@ def _paths() -> dict[str, Any]:
                             "title": {"type": "string", "minLength": 1, "maxLength": 200},
                             "model": {"type": "integer"},
                             "archived": {"type": "boolean"},
+                            "mode": _MODE,
                         },
                         "additionalProperties": False,
                     }
@@ -425,7 +447,14 @@ def _paths() -> dict[str, Any]:
                     {
                         "type": "object",
                         "required": ["content"],
-                        "properties": {"content": {"type": "string", "minLength": 1}},
+                        "properties": {
+                            "content": {"type": "string", "minLength": 1},
+                            "mode": _MODE
+                            | {
+                                "description": "This message's run only (default: the "
+                                "conversation's mode); ignored for a follow-up."
+                            },
+                        },
                         "additionalProperties": False,
                     }
                 ),

@@ -79,6 +79,7 @@ def conversation_summary(conversation: Conversation, *, last_seq: int) -> dict[s
         "title": conversation.title,
         "model": _model_ref(model) if model is not None else None,
         "archived": conversation.archived,
+        "mode": conversation.mode,
         "created_at": conversation.created_at,
         "updated_at": conversation.updated_at,
         "last_event_seq": last_seq,
@@ -115,6 +116,7 @@ def run_out(run: Run) -> dict[str, Any]:
         "trigger_message_id": run.trigger_message_id,
         "parent_run_id": run.parent_id,
         "model_id": run.model_id,
+        "mode": run.mode or None,
         "iterations": run.iterations,
         "usage": run.usage,
         "elapsed": run.elapsed,
@@ -218,12 +220,14 @@ def conversation_list_create(request: HttpRequest) -> HttpResponse:
 
 def _conversation_create(request: HttpRequest) -> HttpResponse:
     data = _json_body(request)
-    _check_fields(data, {"title", "model"})
+    _check_fields(data, {"title", "model", "mode"})
     title = _string(data, "title", max_chars=200) or ""
     model = None
     if data.get("model") is not None:
         model = _model_for(request.user, data["model"])
-    conversation = services.conversation_create(owner=request.user, title=title, model=model)
+    conversation = services.conversation_create(
+        owner=request.user, title=title, model=model, mode=_string(data, "mode") or "react"
+    )
     response = JsonResponse(conversation_detail_out(conversation), status=201)
     response["Location"] = reverse("api_conversation", args=[conversation.pk])
     return response
@@ -237,11 +241,11 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
         return HttpResponse(status=204)
     if request.method == "PATCH":
         data = _json_body(request)
-        _check_fields(data, {"title", "model", "archived"})
+        _check_fields(data, {"title", "model", "archived", "mode"})
         if not data:
             raise ApplicationError(
-                "Nothing to change: send title, model or archived.",
-                extra={"__all__": ["Send at least one of: title, model, archived."]},
+                "Nothing to change: send title, model, mode or archived.",
+                extra={"__all__": ["Send at least one of: title, model, mode, archived."]},
             )
         title = _string(data, "title", max_chars=200)
         archived = data.get("archived")
@@ -259,6 +263,8 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
                 )
             if archived is not None:
                 services.conversation_archive(conversation=conv, archived=archived)
+            if "mode" in data:
+                services.conversation_set_mode(conversation=conv, mode=_string(data, "mode"))
     all_branches = request.GET.get("branch", "") == "all"
     return JsonResponse(conversation_detail_out(conv, all_branches=all_branches))
 
@@ -267,12 +273,12 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
 def message_create(request: HttpRequest, conversation_id: int) -> HttpResponse:
     conv = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
     data = _json_body(request)
-    _check_fields(data, {"content"})
+    _check_fields(data, {"content", "mode"})
     if "content" not in data:
         raise ApplicationError("'content' is required.", extra={"content": ["Required."]})
     content = _string(data, "content") or ""
     message, run, injected = services.message_post(
-        conversation=conv, user=request.user, content=content
+        conversation=conv, user=request.user, content=content, mode=_string(data, "mode") or ""
     )
     return JsonResponse(
         {

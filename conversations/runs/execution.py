@@ -19,11 +19,12 @@ from django.conf import settings
 from conversations import compaction
 from conversations.models import Message, Run
 from conversations.runs import lifecycle
+from conversations.runs.agents import RunModels, agent_for, run_models
 from conversations.runs.approvals import RunApprover
 from conversations.runs.control import RunControl, read_runs_state
 from conversations.runs.db import db, patiently
 from conversations.runs.publisher import RunPublisher
-from engine import AgentResult, CancelledRun, CancelToken, InterruptQueue, LLMError, ReActAgent
+from engine import AgentResult, CancelledRun, CancelToken, InterruptQueue, LLMError
 from engine.events import AgentEvent, Compact, Done, ErrorEvent, Inject
 from engine.llm.base import plain_message
 from tools.markdown import render_markdown
@@ -69,6 +70,7 @@ class RunSetup:
     model: Any = None
     llm: Any = None
     registry: Any = None
+    models: RunModels | None = None  # the mode, and plan mode's models by role
     error: str = ""  # why the agent cannot be built (shown to the user)
     # A Stop and the follow-ups saved before the claim: (cancel, [(message id, content)]).
     state: tuple[bool, list[tuple[int, str]]] = (False, [])
@@ -130,6 +132,8 @@ class RunExecution:
             llm = self.setup.llm if self.setup is not None else None
             if llm is not None and hasattr(llm, "aclose"):
                 await llm.aclose()
+            if self.setup is not None and self.setup.models is not None:
+                await self.setup.models.aclose()
         await self._end(status, error)
         try:
             await self.publisher.release_numbers()
@@ -164,6 +168,7 @@ class RunExecution:
             setup.state = read_runs_state([self.run_id])[self.run_id]
         try:
             setup.model, setup.llm, setup.registry = _build_agent_parts(run)
+            setup.models = run_models(run, setup.model, setup.llm)
         except LLMSetupError as exc:
             setup.error = str(exc)
         return setup
@@ -202,16 +207,20 @@ class RunExecution:
                 await self.publisher.on_event(
                     Compact(loaded.original_messages, loaded.kept_messages)
                 )
-            agent = ReActAgent(
-                setup.llm,
-                setup.registry,
-                interrupt_queue=self.interrupts,
+            assert setup.models is not None
+            agent = await agent_for(
+                setup.models,
+                llm=setup.llm,
+                tools=setup.registry,
+                query=setup.query,
+                history=loaded.messages,
+                rewrite_answer=setup.model.rewrite_answer,
                 on_event=self._on_event,
+                interrupt_queue=self.interrupts,
                 cancel=self.token,
                 context_guard=guard,
                 max_answer_tokens=setup.model.max_output_tokens,
                 approver=RunApprover(self.run_id, self.control),
-                rewrite_answer=setup.model.rewrite_answer,
             )
             self.result = await agent.run(setup.query, loaded.messages)
             if self.result.status in (

@@ -66,6 +66,33 @@ def anon_api(client) -> JsonClient:
     return JsonClient(client, None)
 
 
+# ------------------------------------------------------------------ runs through the API
+
+
+@pytest.fixture
+async def http(token):
+    """An httpx client calling the ASGI application in-process, with the bearer token.
+
+    At teardown it waits for the runs it started (they finish their bookkeeping after
+    the ``done`` event), so no run outlives its test's database.
+    """
+    import httpx
+
+    from agentsite.asgi import application
+    from conversations.runs import launcher
+
+    transport = httpx.ASGITransport(app=application)
+    async with httpx.AsyncClient(
+        transport=transport,
+        base_url="http://127.0.0.1",
+        headers={"Authorization": f"Bearer {token}"},
+    ) as client:
+        client.run_ids = []  # type: ignore[attr-defined]
+        yield client
+        for run_id in client.run_ids:  # type: ignore[attr-defined]
+            await asyncio.wait_for(launcher.wait_for(run_id), 10)
+
+
 # ------------------------------------------------------------------ SSE over raw ASGI
 
 
