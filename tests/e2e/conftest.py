@@ -170,13 +170,19 @@ class ScriptedLLM:
             return json.loads(response.read())
 
     def script(
-        self, *responses: dict[str, Any] | str, default: dict[str, Any] | str | None = None
+        self,
+        *responses: dict[str, Any] | str,
+        default: dict[str, Any] | str | None = None,
+        rules: list[dict[str, Any]] | None = None,
     ) -> None:
         """Forget everything, then answer the next chat requests with ``responses``, and
-        every one after them with ``default`` (when given)."""
+        every one after them with ``default`` (when given); ``rules`` answer the requests
+        they match first (engine/llm/scripted_server.py)."""
         body: dict[str, Any] = {"reset": True, "responses": list(responses)}
         if default is not None:
             body["default"] = default
+        if rules is not None:
+            body["rules"] = rules
         self._call("/_script", body)
 
     def release(self, name: str) -> None:
