@@ -287,7 +287,7 @@ sequence number), `event:` (the protocol channel) and `data:` (the JSON payload)
 - `step_progress` (plan mode): `{step_id, round, event, task, model, elapsed, tokens}` with
   `event` one of `started`, `iteration` (`iteration`), `tool` (`status:"start"`,
   `tool_name`, `tool_args`, then `status:"done"`, `observation`, `error`, `iter_elapsed`),
-  `completed` (`result`, `iterations`), `failed` (`error`), `skipped` (`error`: why)
+  `completed` (`result`, `iterations`), `failed` (`error`), `skipped` (`reason`)
 - `inject`: `{type:"inject", content}`
 - `done`: `{status, answer, iterations, usage, elapsed}` (status `succeeded`, or
   `incomplete` with a `reason` when the answer was cut short; a `succeeded` one may carry a
