@@ -194,3 +194,33 @@ async def test_auto_routes_a_plain_question_to_react(http, sse, token, chat_mode
     assert events[0].event == "phase" and events[0].data == {"phase": "routed", "mode": "react"}
     assert not [e for e in events if e.event == "step_progress"]
     assert events[-1].data["answer"] == "Hello! How can I help?"
+
+
+async def test_a_follow_up_mid_plan_skips_what_has_not_started_and_replans(
+    http, sse, token, chat_model, llm_server
+):
+    rules = plan_rules()
+    held = {"content": "Paris: 9 °C", "after_release": "paris"}
+    rules[4] = {"contains": "## Your step\nWeather in Paris", "response": held}
+    llm_server.set_rules(rules)
+    conversation = await start(http, GOAL, mode="plan")
+    stream = await sse(f"/api/conversations/{conversation['id']}/events", token=token)
+    await stream.events_until(lambda e: e.data.get("step_id") == "paris")  # it started
+
+    followup = await http.post(
+        f"/api/conversations/{conversation['id']}/messages", json={"content": "Add London too"}
+    )
+    assert followup.json()["injected"] is True
+    await stream.events_until(lambda e: e.event == "inject")
+    llm_server.release("paris")
+    events = await stream.events_until(is_done, timeout=20)
+
+    skipped = [e.data["step_id"] for e in events if e.data.get("event") == "skipped"]
+    assert skipped == ["compare"]  # it waited for Paris: never started
+    replanning = phase(events, "replanning")
+    assert replanning["round"] == 2
+    assert events[-1].event == "done" and events[-1].data["status"] == "succeeded"
+    planner_requests = [
+        r for r in llm_server.requests if prompts.planner_system_prompt(10)[:60] in text(r)
+    ]
+    assert len(planner_requests) == 2 and "Add London too" in text(planner_requests[1])
