@@ -21,11 +21,10 @@ call themselves).
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -40,11 +39,13 @@ from engine.events import (
     AgentEvent,
     AnswerSignal,
     Approval,
+    EventCallback,
     Inject,
     IterationDone,
     IterationStart,
     ThinkingDone,
     ThinkingStart,
+    emit,
 )
 from engine.interrupts import InterruptSource
 from engine.llm.base import LLM, ChatResponse, ContextOverflowError, LLMError, plain_message
@@ -75,8 +76,6 @@ MAX_IDENTICAL_CALLS = 2
 # finish_reason values of a reply that stopped at an output limit (ours, or the provider's).
 _LENGTH_STOPS = frozenset({CUT, "length"})
 BROKEN_ANSWER = "The model's server stopped sending the answer partway."
-
-EventCallback = Callable[[AgentEvent], Any]
 
 
 class ContextGuardLike(Protocol):
@@ -752,15 +751,7 @@ class ReActAgent:
     # ------------------------------------------------------------------ events
 
     async def _emit(self, event: AgentEvent) -> None:
-        """Deliver an event; a failing callback is logged and never breaks the loop."""
-        if self.on_event is None:
-            return
-        try:
-            outcome = self.on_event(event)
-            if inspect.isawaitable(outcome):
-                await outcome
-        except Exception:
-            logger.exception("on_event callback failed for %s", type(event).__name__)
+        await emit(self.on_event, event)
 
     # ------------------------------------------------------------------ phase 2
 

@@ -7,6 +7,9 @@ the event log and the websocket renderer all speak one schema.
 
 from __future__ import annotations
 
+import inspect
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -28,8 +31,12 @@ __all__ = [
     "ThinkingDone",
     "ThinkingStart",
     "ThoughtDelta",
+    "EventCallback",
+    "emit",
     "event_from_dict",
 ]
+
+logger = logging.getLogger(__name__)
 
 
 class AgentEvent:
@@ -37,6 +44,22 @@ class AgentEvent:
 
     def to_dict(self) -> dict[str, Any]:  # pragma: no cover - overridden
         raise NotImplementedError
+
+
+EventCallback = Callable[[AgentEvent], Any]
+
+
+async def emit(on_event: EventCallback | None, event: AgentEvent) -> None:
+    """Deliver an event to a sync or async callback; a failing callback is logged and
+    never stops the work that emitted it."""
+    if on_event is None:
+        return
+    try:
+        outcome = on_event(event)
+        if inspect.isawaitable(outcome):
+            await outcome
+    except Exception:
+        logger.exception("on_event callback failed for %s", type(event).__name__)
 
 
 @dataclass

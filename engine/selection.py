@@ -8,16 +8,15 @@ returns the full registry, so a broken selector can cost quality but never a too
 
 from __future__ import annotations
 
-import inspect
 import logging
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine.cancel import CancelledRun, CancelToken
 from engine.errors import ScriptExhaustedError
-from engine.events import AgentEvent, Phase
+from engine.events import EventCallback, Phase, emit
 from engine.llm.base import LLM
 from engine.messages import ChatMessage, Usage
 from engine.prompts import SELECTION_SYSTEM_PROMPT, selection_user_prompt
@@ -95,8 +94,6 @@ _STOP_WORDS = frozenset(
     ]
 )
 
-EventCallback = Callable[[AgentEvent], Any]
-
 
 @dataclass
 class ToolSelection:
@@ -135,7 +132,7 @@ async def choose_tools(
     """Like :func:`select_tools`, also reporting the method and the tokens spent."""
     if len(registry) <= TOOL_SELECTION_THRESHOLD:
         return ToolSelection(registry, "not_needed")
-    await _emit(on_event, Phase("selecting_tools", {"total_tools": len(registry)}))
+    await emit(on_event, Phase("selecting_tools", {"total_tools": len(registry)}))
 
     shortcut = keyword_pick(registry, query)
     if shortcut is not None:
@@ -203,15 +200,3 @@ def keyword_pick(registry: Iterable[Any], query: str) -> str | None:
     if best >= 2 and best > 2 * runner_up:
         return name
     return None
-
-
-async def _emit(on_event: EventCallback | None, event: AgentEvent) -> None:
-    """Deliver an event to a sync or async callback; its failures never stop the work."""
-    if on_event is None:
-        return
-    try:
-        outcome = on_event(event)
-        if inspect.isawaitable(outcome):
-            await outcome
-    except Exception:
-        logger.exception("event callback failed for %s", type(event).__name__)

@@ -38,21 +38,14 @@ from engine.answer import (
 )
 from engine.approval import Approver
 from engine.cancel import CancelledRun, CancelToken
-from engine.events import AgentEvent, AnswerSignal, Inject, Phase
+from engine.events import AgentEvent, AnswerSignal, EventCallback, Inject, Phase, emit
 from engine.interrupts import InterruptSource
 from engine.llm.base import LLM, ChatDelta, LLMError, plain_message
 from engine.llm.registry import ModelRegistry
 from engine.messages import ChatMessage, Usage
 from engine.plan import prompts
 from engine.plan.analyzer import OLDER_RESULT_CHARS, Analysis, analyze, should_replan
-from engine.plan.common import (
-    EventCallback,
-    cut,
-    drain_followups,
-    emit,
-    history_text,
-    llm_for_role,
-)
+from engine.plan.common import cut, drain_followups, history_text, llm_for_role
 from engine.plan.config import PlanConfig
 from engine.plan.executor import PlanExecutor
 from engine.plan.planner import make_plan

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import inspect
 import logging
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from engine.context import SUMMARY_PREFIX, render_transcript
-from engine.events import AgentEvent
 from engine.interrupts import InterruptSource
 from engine.llm.base import LLM
 from engine.llm.registry import ModelRegistry
@@ -16,10 +13,8 @@ from engine.messages import ChatMessage
 
 __all__ = [
     "CUT_MARKER",
-    "EventCallback",
     "cut",
     "drain_followups",
-    "emit",
     "history_text",
     "llm_for_role",
     "model_name",
@@ -31,20 +26,6 @@ CUT_MARKER = "\n[... cut]"
 # The conversation as the planner and analyzer read it: the newest messages, this long.
 HISTORY_MESSAGES = 20
 HISTORY_CHARS = 12_000
-
-EventCallback = Callable[[AgentEvent], Any]
-
-
-async def emit(on_event: EventCallback | None, event: AgentEvent) -> None:
-    """Deliver an event to a sync or async callback; a failing callback never stops work."""
-    if on_event is None:
-        return
-    try:
-        outcome = on_event(event)
-        if inspect.isawaitable(outcome):
-            await outcome
-    except Exception:
-        logger.exception("on_event callback failed for %s", type(event).__name__)
 
 
 def cut(text: str, limit: int) -> str:

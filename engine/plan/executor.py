@@ -33,18 +33,20 @@ from engine.approval import Approver
 from engine.cancel import CancelledRun, CancelToken
 from engine.events import (
     Approval,
+    EventCallback,
     Inject,
     IterationDone,
     IterationStart,
     StepProgress,
     ThinkingStart,
+    emit,
 )
 from engine.interrupts import InterruptSource
 from engine.llm.base import LLM, ChatDelta, ChatResponse
 from engine.llm.registry import ModelRegistry
 from engine.messages import ChatMessage, Usage
 from engine.plan import prompts
-from engine.plan.common import EventCallback, drain_followups, emit, llm_for_role, model_name
+from engine.plan.common import drain_followups, llm_for_role, model_name
 from engine.plan.config import PlanConfig
 from engine.plan.model import Plan, PlanStep
 from engine.plan.results import (
