@@ -181,8 +181,10 @@ async def _deltas(
             watcher.cancel()
         if not pump.done():
             pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await pump
+            # wait(), not ``await pump``: if this task is cancelled too (a plan step
+            # stopped by its executor), awaiting would cancel the pump a second time and
+            # cut short its closing of the upstream request.
+            await asyncio.wait({pump})
 
 
 def merge_ready(delta: ChatDelta, queue: asyncio.Queue[Any]) -> tuple[ChatDelta, Any]:
