@@ -25,7 +25,7 @@ from llms.models import secret_hint
 from tools.models import ToolConfig
 from tools.models.config import secret_keys
 from tools.registry import ToolSpec
-from tools.services import toolconfig_sync
+from tools.services import tool_unavailable_reason, toolconfig_sync
 
 SECRET_PREFIX = "secret__"
 CLEAR_PREFIX = "clear_secret__"
@@ -90,6 +90,7 @@ class ToolConfigAdmin(admin.ModelAdmin):
         "requires_confirmation",
         "groups_list",
         "is_registered",
+        "readiness",
     ]
     list_editable = ["enabled", "requires_confirmation"]
     list_filter = ["enabled", "requires_confirmation", "allowed_groups"]
@@ -110,6 +111,14 @@ class ToolConfigAdmin(admin.ModelAdmin):
     @admin.display(boolean=True, description="registered")
     def is_registered(self, obj: ToolConfig) -> bool:
         return obj.registered
+
+    @admin.display(description="offered to models")
+    def readiness(self, obj: ToolConfig) -> str:
+        spec = obj.spec
+        if spec is None:
+            return "no: not in the code any more"
+        why = tool_unavailable_reason(spec, obj.effective_config())
+        return f"no: {why}" if why else "yes"
 
     @admin.display(description="Tool")
     def tool_details(self, obj: ToolConfig) -> SafeString:

@@ -38,6 +38,9 @@ class ToolSpec:
     default_config: dict[str, Any] = field(default_factory=dict)
     enabled_by_default: bool = True
     requires_confirmation: bool = False
+    # Why the tool cannot work with a configuration ("" when it can): such a tool is never
+    # offered to a model (it would only collect errors), and the admin sees why.
+    unavailable: Callable[[dict[str, Any]], str] | None = None
 
 
 def spec_for_tool(tool: Tool, **options: Any) -> ToolSpec:

@@ -21,7 +21,7 @@ from engine import Tool, ToolRegistry
 from llms import configcache
 from tools.models import ToolConfig
 from tools.models.config import config_schema_errors, secret_keys
-from tools.registry import ToolContext, all_specs, get_spec
+from tools.registry import ToolContext, ToolSpec, all_specs, get_spec
 from tools.selectors import toolconfigs_for_user
 
 __all__ = [
@@ -155,6 +155,9 @@ def tools_for_user(
         if problems:
             logger.warning("tool %s skipped: invalid configuration: %s", spec.name, problems)
             continue
+        if why := tool_unavailable_reason(spec, config):
+            logger.debug("tool %s not offered: %s", spec.name, why)
+            continue
         try:
             built = spec.build(config, context)
         except Exception:
@@ -182,6 +185,17 @@ def _add_mcp_tools(registry: ToolRegistry, *, servers: Any, context: ToolContext
         registry.register(tool)
 
 
+def tool_unavailable_reason(spec: ToolSpec, config: dict[str, Any]) -> str:
+    """Why ``spec`` cannot work with ``config`` ("" when it can)."""
+    if spec.unavailable is None:
+        return ""
+    try:
+        return spec.unavailable(config)
+    except Exception as exc:  # a broken check must not hide every other tool
+        logger.exception("tool %s: checking its configuration failed", spec.name)
+        return f"its configuration could not be checked ({type(exc).__name__})"
+
+
 def tools_available_for_user(*, user: Any) -> list[dict[str, Any]]:
     """Name, description and confirmation flag of each tool the user may use (for UI/API).
 
@@ -191,7 +205,7 @@ def tools_available_for_user(*, user: Any) -> list[dict[str, Any]]:
     available = []
     for row in toolconfigs_for_user(user=user):
         spec = get_spec(row.name)
-        if spec is None:
+        if spec is None or tool_unavailable_reason(spec, row.effective_config()):
             continue
         available.append(
             {

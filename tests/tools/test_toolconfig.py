@@ -226,3 +226,27 @@ def test_tool_admin_lists_syncs_and_keeps_secrets_write_only(client, staff_user,
     echo.refresh_from_db()
     assert echo.secrets_dict == {}
     assert client.get(reverse("admin:tools_toolconfig_add")).status_code == 403
+
+
+def test_a_tool_that_cannot_work_is_not_offered_and_the_admin_sees_why(
+    client, staff_user, user
+):
+    toolconfig_sync()
+    row = ToolConfig.objects.get(name="web_search")
+    context = ToolContext(user_id=user.pk)
+    assert "web_search" not in tools_for_user(user=user, context=context)
+    assert "web_search" not in [t["name"] for t in tools_available_for_user(user=user)]
+    client.force_login(staff_user)
+    listing = client.get(reverse("admin:tools_toolconfig_changelist")).content.decode()
+    assert "no: no search backend is chosen" in listing
+
+    toolconfig_update(toolconfig=row, config={"backend": "searxng"})
+    assert "web_search" not in tools_for_user(user=user, context=context)
+    listing = client.get(reverse("admin:tools_toolconfig_changelist")).content.decode()
+    assert "needs a base URL" in listing
+
+    toolconfig_update(
+        toolconfig=row, config={"backend": "searxng", "base_url": "http://search.example"}
+    )
+    assert "web_search" in tools_for_user(user=user, context=context)
+    assert "web_search" in [t["name"] for t in tools_available_for_user(user=user)]

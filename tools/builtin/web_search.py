@@ -1,7 +1,8 @@
 """``web_search``: search the web through the backend the admin picked (tools/search/).
 
-An unconfigured tool still builds, so the model gets a clear observation ("web search is
-not configured: ...") instead of a silent gap; admins see the same text when testing.
+Without a usable backend the tool is not offered to models at all (:func:`unavailable`:
+a model offered a search that cannot work spends its steps on errors); the admin's tool
+list says what is missing. If it is called anyway, it answers with the same reason.
 """
 
 from __future__ import annotations
@@ -41,6 +42,17 @@ async def web_search(
     except SearchError as exc:
         return ToolResult(f"Error: web search failed: {exc}", is_error=True)
     return ToolResult(response.to_text())
+
+
+def unavailable(config: dict[str, Any]) -> str:
+    """What the admin must set before searches can work ("" when nothing)."""
+    name = str(config.get("backend") or "").strip()
+    if not name:
+        return "no search backend is chosen"
+    try:
+        return get_backend(name, config).missing_configuration() or ""
+    except SearchError as exc:
+        return str(exc)
 
 
 def build(config: dict[str, Any], context: ToolContext) -> list[Tool]:
@@ -107,5 +119,6 @@ SPEC = register(
             },
         },
         default_config={"backend": "", "max_results": DEFAULT_MAX_RESULTS, "timeout": 15.0},
+        unavailable=unavailable,
     )
 )
