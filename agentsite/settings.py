@@ -179,6 +179,9 @@ AGENTSITE_APPROVAL_TIMEOUT_SECONDS = env.float("AGENTSITE_APPROVAL_TIMEOUT_SECON
 # GIL switch interval of the streaming processes (CPython's default is 5 ms; 0 keeps it).
 AGENTSITE_GIL_SWITCH_MS = env.float("AGENTSITE_GIL_SWITCH_MS", default=1.0)
 AGENTSITE_SSE_HEARTBEAT = env.float("AGENTSITE_SSE_HEARTBEAT", default=15.0)  # seconds
+# The bundled model's llama.cpp chat format (llms/local_server.py); "chatml" does not
+# HTML-escape the prompt the way chatml-function-calling's template does.
+LOCAL_MODEL_CHAT_FORMAT = env.str("AGENTSITE_LOCAL_CHAT_FORMAT", default="chatml-function-calling")
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
