@@ -181,7 +181,7 @@ AGENTSITE_GIL_SWITCH_MS = env.float("AGENTSITE_GIL_SWITCH_MS", default=1.0)
 AGENTSITE_SSE_HEARTBEAT = env.float("AGENTSITE_SSE_HEARTBEAT", default=15.0)  # seconds
 # The bundled model's llama.cpp chat format (llms/local_server.py); "chatml" does not
 # HTML-escape the prompt the way chatml-function-calling's template does.
-LOCAL_MODEL_CHAT_FORMAT = env.str("AGENTSITE_LOCAL_CHAT_FORMAT", default="chatml-function-calling")
+LOCAL_MODEL_CHAT_FORMAT = env.str("AGENTSITE_LOCAL_CHAT_FORMAT", default="chatml")
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -16,7 +16,8 @@ valid call of the expected tool. Greedy decoding, so the figures are reproducibl
     .venv/bin/python benchmarks/local_model_json.py [--base-url URL --api-key KEY]
 
 Without ``--base-url`` it starts its own llama.cpp server (``make local-model`` first),
-with ``--chat-format`` (default ``chatml-function-calling``, what the site runs).
+with ``--chat-format`` (default ``chatml``, what the site runs; ``chatml-function-calling``
+HTML-escapes the prompt).
 """
 
 from __future__ import annotations
@@ -161,7 +162,7 @@ if __name__ == "__main__":
     parser.add_argument(
         "--chat-format",
         default=DEFAULT_CHAT_FORMAT,
-        help=f"of the server this starts (default {DEFAULT_CHAT_FORMAT}; try chatml)",
+        help=f"of the server this starts (default {DEFAULT_CHAT_FORMAT})",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="print every reply")
     args = parser.parse_args()

@@ -57,7 +57,7 @@ JSON_SCHEMA_PROBE: dict[str, Any] = {
     },
     "required": ["city", "country"],
 }
-# Until probed: what llama.cpp's server offers with the chatml-function-calling format.
+# Until probed: what llama.cpp's server offers this model (JSON mode with a schema).
 SEED_ABILITIES: dict[str, Any] = {
     "tool_call": False,
     "tool_choice": False,

@@ -51,7 +51,7 @@ async def test_probe_verdicts(local_server: ServerInfo):
     assert report.reachable, report.to_dict()
     for name in ("chat", "streaming", "usage", "json_mode", "tool_call_forced", JSON_SCHEMA_CHECK):
         assert checks[name].ok, (name, checks[name].detail)
-    # tool_choice="auto" through chatml-function-calling yields no call: the agent must
+    # tool_choice="auto" through llama.cpp yields no call from this model: the agent must
     # not use native mode with this model, JSON mode with a schema instead.
     assert not checks["tool_call_auto"].ok
     abilities = abilities_from_report(report)
