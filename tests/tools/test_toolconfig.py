@@ -228,9 +228,7 @@ def test_tool_admin_lists_syncs_and_keeps_secrets_write_only(client, staff_user,
     assert client.get(reverse("admin:tools_toolconfig_add")).status_code == 403
 
 
-def test_a_tool_that_cannot_work_is_not_offered_and_the_admin_sees_why(
-    client, staff_user, user
-):
+def test_a_tool_that_cannot_work_is_not_offered_and_the_admin_sees_why(client, staff_user, user):
     toolconfig_sync()
     row = ToolConfig.objects.get(name="web_search")
     context = ToolContext(user_id=user.pk)
