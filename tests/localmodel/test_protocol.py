@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from typing import Any
 
@@ -286,3 +287,19 @@ async def test_the_prompt_reaches_the_model_unescaped(llm: OpenAICompatibleLLM):
     quotes = await llm.chat(user('"' * 30), max_tokens=1)
     letters = await llm.chat(user("a" * 30), max_tokens=1)
     assert quotes.usage.prompt_tokens < 2 * letters.usage.prompt_tokens
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'Repeat exactly: it\'s "quoted" & <tagged>',
+        "Copy this line: Tom's cat & Ann's dog say \"hi\"",
+    ],
+)
+async def test_no_html_entity_reaches_an_answer(llm: OpenAICompatibleLLM, text: str):
+    """What the model reads is what the user typed: it cannot copy ``&#39;`` or ``&amp;``
+    into an answer (with chatml-function-calling it did, from its escaped prompt)."""
+    reply = await llm.chat(user(text), max_tokens=40)
+    assert not re.search(r"&(#\d+|#x[0-9a-f]+|amp|quot|lt|gt|apos);", reply.content, re.I), (
+        reply.content
+    )
