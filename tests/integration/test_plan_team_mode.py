@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ import httpx
 import pytest
 
 from engine.plan import prompts
+from tests.integration.runs import run_ends, run_row, tag, worker_logged
 from tests.integration.stack import USERNAME, Stack, async_wait_for, running_stack, stop_reading
 
 pytestmark = pytest.mark.integration
@@ -76,11 +76,6 @@ async def api(plan_stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
 
 
 # ------------------------------------------------------------------------- the script
-
-
-def tag(prefix: str) -> str:
-    """A marker unique to one test, in its goal and its steps' tasks."""
-    return f"{prefix}-{secrets.token_hex(3)}"
 
 
 def tasks(marker: str) -> dict[str, str]:
@@ -295,35 +290,6 @@ async def post_plan(api: httpx.AsyncClient, conversation_id: int, content: str) 
     assert posted.status_code == 202, posted.text[:300]
     assert posted.json()["injected"] is False
     return int(posted.json()["run_id"])
-
-
-async def run_row(stack: Stack, run_id: int) -> dict[str, Any]:
-    rows = await asyncio.to_thread(
-        stack.query, "SELECT status, mode, task_id FROM conversations_run WHERE id = %s", run_id
-    )
-    status, mode, task_id = rows[0]
-    return {"status": status, "mode": mode, "task_id": task_id}
-
-
-async def run_ends(stack: Stack, run_id: int, *, timeout: float = 20) -> dict[str, Any]:
-    async def ended() -> dict[str, Any] | None:
-        row = await run_row(stack, run_id)
-        return row if row["status"] not in ("queued", "running") else None
-
-    return await async_wait_for(
-        ended, timeout=timeout, what=f"run {run_id} to end", detail=stack.logs
-    )
-
-
-async def worker_logged(stack: Stack, text: str, *, timeout: float = 10) -> None:
-    worker = stack.worker
-    assert worker is not None
-    await async_wait_for(
-        lambda: text in worker.text(),
-        timeout=timeout,
-        what=f"{text!r} in the worker log",
-        detail=stack.logs,
-    )
 
 
 async def assert_ran_in_the_worker(stack: Stack, run_id: int, status: str) -> None:

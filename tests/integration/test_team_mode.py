@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import secrets
 import time
 from typing import Any
 
 import pytest
 import redis
 
+from tests.integration.runs import run_ends, tag, worker_logged
 from tests.integration.stack import Browser, Frames, Stack, async_wait_for, run_id_of
 
 pytestmark = pytest.mark.integration
@@ -24,11 +24,6 @@ pytestmark = pytest.mark.integration
 SLOW_LLM_SECONDS = 3.0  # the first reply while a follow-up is posted
 HANGING_LLM_SECONDS = 30.0  # a reply Stop must cut short
 DELTA = re.compile(r'<span hx-swap-oob="beforeend:#answer-src-(\d+)">(.*?)</span>', re.S)
-
-
-def tag(prefix: str) -> str:
-    """A marker unique to one test, matched by the scripted server's rules."""
-    return f"{prefix}-{secrets.token_hex(3)}"
 
 
 def assert_streamed(frames: list[str], run_id: int, answer: str) -> None:
@@ -53,35 +48,6 @@ def finished_frame(run_id: int) -> Any:
 async def llm_requests_with(stack: Stack, marker: str) -> list[dict[str, Any]]:
     recorded = await asyncio.to_thread(stack.llm_requests)
     return [r for r in recorded if marker in json.dumps(r["body"])]
-
-
-async def run_row(stack: Stack, run_id: int) -> dict[str, Any]:
-    rows = await asyncio.to_thread(
-        stack.query, "SELECT status, task_id, error FROM conversations_run WHERE id = %s", run_id
-    )
-    status, task_id, error = rows[0]
-    return {"status": status, "task_id": task_id, "error": error}
-
-
-async def run_ends(stack: Stack, run_id: int, *, timeout: float = 20) -> dict[str, Any]:
-    async def ended() -> dict[str, Any] | None:
-        row = await run_row(stack, run_id)
-        return row if row["status"] not in ("queued", "running") else None
-
-    return await async_wait_for(
-        ended, timeout=timeout, what=f"run {run_id} to end", detail=stack.logs
-    )
-
-
-async def worker_logged(stack: Stack, text: str, *, timeout: float = 10) -> None:
-    assert stack.worker is not None
-    worker = stack.worker
-    await async_wait_for(
-        lambda: text in worker.text(),
-        timeout=timeout,
-        what=f"{text!r} in the worker log",
-        detail=stack.logs,
-    )
 
 
 async def first_llm_request(stack: Stack, marker: str) -> dict[str, Any]:
