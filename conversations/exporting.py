@@ -20,7 +20,6 @@ from agentsite.errors import ApplicationError
 from conversations import selectors
 from conversations.models import Conversation, Message, Run, RunEvent
 from conversations.rendering import ToolCard, build_run_view
-from conversations.tree import RunTree
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -93,13 +92,6 @@ def run_cards(run_ids: list[int]) -> dict[int, list[ToolCard]]:
     return cards
 
 
-def selected_ids(tree: RunTree) -> set[int]:
-    """The run followed at each fork (the one chosen last among its siblings)."""
-    return {
-        max(kids, key=lambda n: (n.selected_at, n.run_id)).run_id for kids in tree.children.values()
-    }
-
-
 def _model_name(run: Run, conversation: Conversation) -> str | None:
     model = run.model if run.model_id else conversation.model
     return str(model) if model is not None else None
@@ -150,7 +142,7 @@ def export_json(*, conversation: Conversation, tree: bool = False) -> dict[str, 
     """The export document: the selected branch, or with ``tree`` every run and message."""
     if tree:
         run_tree = selectors.conversation_tree(conversation=conversation)
-        chosen = selected_ids(run_tree)
+        chosen = run_tree.followed_ids()
         runs = list(conversation.runs.select_related("model").order_by("created_at", "id"))
         runs_out = [
             _run_out(run, conversation, parent_id=run.parent_id, selected=run.pk in chosen)

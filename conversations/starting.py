@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from conversations.models import AgentMode, Conversation, Message, Run
-from conversations.services import conversation_create, message_post, mode_clean
+from conversations.services import conversation_create, message_post
 
 
 def conversation_start(
@@ -23,12 +23,11 @@ def conversation_start(
     """
     from llms.selectors import model_get_for_user
 
-    mode = mode_clean(mode or AgentMode.REACT)
     model = None
     if model_id not in (None, ""):
         model = model_get_for_user(user=owner, model_id=model_id)
     with transaction.atomic():
-        conversation = conversation_create(owner=owner, model=model, mode=mode)
+        conversation = conversation_create(owner=owner, model=model, mode=mode or AgentMode.REACT)
         # Raises before anything is written when the message is refused; the atomic
         # block then takes the new row back with it. The run launches on commit.
         message, run, _ = message_post(conversation=conversation, user=owner, content=content)

@@ -57,6 +57,11 @@ class Siblings:
         return {"ids": self.ids, "index": self.index, "count": self.count}
 
 
+def _chosen(nodes: Iterable[RunNode]) -> RunNode:
+    """Of alternatives, the one chosen last (ties: the newest run)."""
+    return max(nodes, key=lambda n: (n.selected_at, n.run_id))
+
+
 class RunTree:
     """The runs of one conversation with their parent links."""
 
@@ -87,13 +92,17 @@ class RunTree:
         parent: int | None = None
         seen: set[int] = set()
         while kids := self.children.get(parent):
-            node = max(kids, key=lambda n: (n.selected_at, n.run_id))
+            node = _chosen(kids)
             if node.run_id in seen:  # never in valid data; a loop must not hang a page
                 break
             seen.add(node.run_id)
             path.append(node)
             parent = node.run_id
         return path
+
+    def followed_ids(self) -> set[int]:
+        """The run followed at every fork, on the selected branch or not."""
+        return {_chosen(kids).run_id for kids in self.children.values()}
 
     def tip(self) -> RunNode | None:
         """The last run of the selected branch: a new question continues it."""
@@ -130,7 +139,7 @@ class RunTree:
     def answer_for_question(self, message_id: int) -> RunNode | None:
         """The answer to ``message_id`` chosen last (the one switching to it shows)."""
         runs = [n for n in self.nodes.values() if n.trigger_id == message_id]
-        return max(runs, key=lambda n: (n.selected_at, n.run_id)) if runs else None
+        return _chosen(runs) if runs else None
 
     def question_owner(self, trigger_id: int | None) -> int | None:
         """The run that first answered ``trigger_id``: its question part's messages are
