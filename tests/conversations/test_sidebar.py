@@ -82,7 +82,7 @@ def test_the_list_is_newest_first_grouped_by_day_in_the_current_time_zone(
     midnight = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
     older = make(user, "Older one", updated=midnight - dt.timedelta(days=30))
     week = make(user, "Last night", updated=midnight - dt.timedelta(minutes=1))
-    today = make(user, "This morning", updated=midnight + dt.timedelta(minutes=1))
+    today = make(user, "This morning", updated=midnight)  # never after "now", at any hour
     newest = make(user, "Just now")
 
     html = user_client.get("/").content.decode()
