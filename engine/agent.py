@@ -31,7 +31,14 @@ from typing import Any, Protocol
 from engine import answer as answer_phase
 from engine import prompts
 from engine.actions import ACTION_FORMAT_NAME, action_schema, parse_action
-from engine.answer import CANCELLED, CHARS_PER_TOKEN, INCOMPLETE, SUCCEEDED, length_limit_reason
+from engine.answer import (
+    CANCELLED,
+    CHARS_PER_TOKEN,
+    INCOMPLETE,
+    PAUSED,
+    SUCCEEDED,
+    length_limit_reason,
+)
 from engine.approval import APPROVED, ApprovalRequest, Approver, refusal
 from engine.cancel import CancelledRun, CancelToken, run_cancellable
 from engine.errors import AgentPaused, ErrorTracker
@@ -67,8 +74,8 @@ __all__ = ["AgentResult", "ReActAgent", "Step"]
 
 logger = logging.getLogger(__name__)
 
-# AgentResult.status: SUCCEEDED and CANCELLED come from engine.answer, which sets them too.
-PAUSED = "paused"
+# AgentResult.status: SUCCEEDED, CANCELLED, INCOMPLETE and PAUSED come from engine.answer,
+# which reads and sets them too.
 FAILED = "failed"
 
 MAX_EMPTY_TURNS = 3

@@ -19,7 +19,7 @@ from engine.cancel import CancelledRun, CancelToken
 from engine.events import AgentEvent, AnswerDelta, AnswerDone, AnswerStart, Done
 from engine.llm.base import LLM, LLMError
 from engine.messages import ChatMessage
-from engine.streaming import stream_deltas
+from engine.streaming import cut_usage, stream_deltas
 
 if TYPE_CHECKING:
     from engine.agent import AgentResult, ContextGuardLike
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CANCELLED",
     "INCOMPLETE",
+    "PAUSED",
     "SUCCEEDED",
     "finish",
     "length_limit_reason",
@@ -41,6 +42,8 @@ SUCCEEDED = "succeeded"
 CANCELLED = "cancelled"
 # The answer was cut short: its stream broke off midway, or it reached its length limit.
 INCOMPLETE = "incomplete"
+# A guard stopped the loop (repeated errors, no progress); the answer explains why.
+PAUSED = "paused"
 
 # An answer longer than this many tokens (estimated as characters / 4) is cut: a model
 # that never stops would otherwise stream until Stop.
@@ -115,6 +118,8 @@ async def finish(result: AgentResult, answer: str | None = None, *, emit: Emit) 
     text = result.answer if answer is None else answer
     if result.status == INCOMPLETE:
         status, reason = INCOMPLETE, result.error or "The answer is incomplete."
+    elif result.status == PAUSED:
+        status, reason = PAUSED, result.error or ""
     else:
         status, reason = SUCCEEDED, result.error or ""
     usage = result.usage.to_dict()
@@ -157,15 +162,19 @@ async def _rewrite(
     ]
     if guard is not None:
         messages = await guard.check_and_compact(messages, hint="general")
-    yielded = False
+    yielded, text, counted = False, "", False
     try:
         async with contextlib.aclosing(stream_deltas(llm, messages, cancel=cancel)) as deltas:
-            async for delta in deltas:
-                if delta.usage is not None:
-                    result.usage = result.usage + delta.usage
-                if delta.content:
-                    yielded = True
-                    yield delta.content
+            try:
+                async for delta in deltas:
+                    if delta.usage is not None:
+                        result.usage, counted = result.usage + delta.usage, True
+                    if delta.content:
+                        yielded, text = True, text + delta.content
+                        yield delta.content
+            finally:
+                if not counted and result.status == INCOMPLETE:  # cut by _capped
+                    result.usage = result.usage + cut_usage(messages, text)
     except LLMError as exc:
         if yielded:
             logger.warning("rewrite failed midway, keeping the partial answer: %s", exc)

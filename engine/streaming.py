@@ -14,10 +14,18 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from engine.cancel import CancelledRun, CancelToken, run_cancellable
+from engine.context import estimate_messages_tokens, estimate_tokens
 from engine.llm.base import LLM, ChatDelta, ChatResponse, LLMError
 from engine.messages import ChatMessage, ToolCall, Usage
 
-__all__ = ["CUT", "StreamBroken", "merge_ready", "stream_deltas", "stream_reply"]
+__all__ = [
+    "CUT",
+    "StreamBroken",
+    "cut_usage",
+    "merge_ready",
+    "stream_deltas",
+    "stream_reply",
+]
 
 # ``ChatResponse.finish_reason`` of a reply cut at ``max_chars`` (as a provider's own
 # output limit reports ``length``).
@@ -71,7 +79,16 @@ async def stream_reply(
         if reply.content or reply.reasoning:
             raise StreamBroken(exc, reply.response()) from exc
         raise
+    if reply.finish_reason == CUT and not reply.usage.total_tokens:
+        reply.usage = cut_usage(messages, reply.content + reply.reasoning)
     return reply.response()
+
+
+def cut_usage(messages: Sequence[ChatMessage], text: str) -> Usage:
+    """The estimated usage of a call closed early: the provider's usage chunk comes last,
+    so a reply cut at its length limit never receives it."""
+    prompt, completion = estimate_messages_tokens(messages), estimate_tokens(text)
+    return Usage(prompt, completion, prompt + completion, estimated=True)
 
 
 async def stream_deltas(

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.agent import FAILED as AGENT_FAILED
-from engine.agent import PAUSED as AGENT_PAUSED
+from engine.answer import PAUSED as AGENT_PAUSED
 from engine.agent import AgentResult, ContextGuardLike, ReActAgent, Step
 from engine.answer import CANCELLED as AGENT_CANCELLED
 from engine.approval import Approver

@@ -93,6 +93,19 @@ async def test_paused_run_streams_its_explanation_without_an_llm_call() -> None:
     assert [type(e) for e in events] == [AnswerStart, AnswerDelta, AnswerDone, Done]
 
 
+async def test_paused_run_says_paused_in_its_done_event() -> None:
+    """API clients read a run's outcome from ``done``: a run the guard paused must not
+    look like one that succeeded."""
+    events: list[AgentEvent] = []
+    result = result_with([], answer="I stopped: the same error three times.", status="paused")
+    result.error = "I stopped: the same error three times."
+
+    await collect(agent_with(ScriptedLLM([]), events), result)
+
+    done = events[-1].to_dict()
+    assert done["status"] == "paused" and done["reason"] == result.error
+
+
 async def test_finish_emits_done_for_callers_that_do_not_stream() -> None:
     events: list[AgentEvent] = []
     agent = agent_with(ScriptedLLM([]), events)
@@ -215,6 +228,9 @@ async def test_a_rewrite_past_its_length_limit_is_cut_and_marked_incomplete() ->
     assert isinstance(events[-1], Done) and events[-1].status == "incomplete"
     assert "length limit (100 tokens)" in events[-1].reason
     assert llm.calls[0]["closed"] is True
+    # the loop's 120 tokens, plus the cut rewrite's estimate (its usage chunk never came)
+    assert events[-1].usage["completion_tokens"] == 20 + 100
+    assert events[-1].usage["prompt_tokens"] > 100
 
 
 async def test_an_empty_rewrite_keeps_the_loop_answer() -> None:

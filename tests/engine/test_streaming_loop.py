@@ -176,6 +176,20 @@ async def test_an_answer_past_the_length_limit_is_cut_and_the_upstream_closed() 
     assert "length limit (10 tokens)" in seen.of(Done)[0].reason
 
 
+async def test_an_answer_cut_at_its_length_limit_still_counts_its_tokens() -> None:
+    """The upstream is closed before the provider's usage chunk: the tokens are estimated
+    rather than reported as none."""
+    llm = native_llm("word " * 500)
+    seen = Recorder(llm)
+
+    await run_to_done(ReActAgent(llm, tools(), on_event=seen, max_answer_tokens=10))
+
+    usage = seen.of(Done)[0].usage
+    assert usage["completion_tokens"] == 10  # 40 characters
+    assert usage["prompt_tokens"] > 0
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+
+
 async def test_a_model_that_cannot_stream_still_answers_in_one_call() -> None:
     llm = ScriptedLLM(["Hello there."], abilities={"tool_call": True, "streaming": False})
     seen = Recorder(llm)
