@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.agent import FAILED as AGENT_FAILED
-from engine.answer import PAUSED as AGENT_PAUSED
 from engine.agent import AgentResult, ContextGuardLike, ReActAgent, Step
 from engine.answer import CANCELLED as AGENT_CANCELLED
+from engine.answer import PAUSED as AGENT_PAUSED
 from engine.approval import Approver
 from engine.cancel import CancelledRun, CancelToken
 from engine.events import (
