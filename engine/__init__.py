@@ -53,7 +53,7 @@ from engine.structured import (
     extract_json,
     structured_llm_call,
 )
-from engine.tools import Artifact, Tool, ToolRegistry, ToolResult, tool
+from engine.tools import Artifact, Tool, ToolExample, ToolRegistry, ToolResult, tool
 
 __all__ = [
     "LLM",
@@ -92,6 +92,7 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolRegistry",
+    "ToolExample",
     "ToolResult",
     "UnavailableError",
     "Usage",

@@ -24,6 +24,7 @@ __all__ = [
     "ACTION_REASONING_MAX_CHARS",
     "Action",
     "action_schema",
+    "answer_start",
     "parse_action",
 ]
 
@@ -68,7 +69,7 @@ def parse_action(content: str | None, tools: ToolRegistry) -> Action:
     return Action("final_answer", reasoning=prompts.PARSE_FAILURE_SENTINEL, answer=text)
 
 
-def action_schema(tools: ToolRegistry | Sequence[str]) -> dict[str, Any]:
+def action_schema(tools: ToolRegistry | Sequence[str], *, reasoning: bool = True) -> dict[str, Any]:
     """The JSON schema of a JSON-mode reply, for models that support constrained output.
 
     ``properties`` lists every field with the tool names as an enum; ``anyOf`` then ties
@@ -76,13 +77,15 @@ def action_schema(tools: ToolRegistry | Sequence[str]) -> dict[str, Any]:
     that tool's parameter schema, both required) and the final answer (``answer``
     required). Grammar-constrained servers (llama.cpp) follow the variants, so even a tiny
     model names a listed tool and passes its required arguments; ``reasoning`` is bounded
-    so a rambling model cannot spend its token budget before the action.
+    so a rambling model cannot spend its token budget before the action. Without
+    ``reasoning`` (models marked small) the field is left out of both shapes.
     """
     registry = tools if isinstance(tools, ToolRegistry) else None
     names = registry.names() if registry is not None else list(tools)
+    thought: dict[str, Any] = {"reasoning": {"type": "string"}} if reasoning else {}
     properties: dict[str, Any] = {
         "type": {"type": "string", "enum": ["tool_call", "final_answer"]},
-        "reasoning": {"type": "string"},
+        **thought,
         "answer": {"type": "string"},
     }
     if names:
@@ -90,7 +93,11 @@ def action_schema(tools: ToolRegistry | Sequence[str]) -> dict[str, Any]:
         properties["tool_args"] = {"type": "object"}
     else:
         properties["type"]["enum"] = ["final_answer"]
-    reasoning = {"type": "string", "maxLength": ACTION_REASONING_MAX_CHARS}
+    bounded = (
+        {"reasoning": {"type": "string", "maxLength": ACTION_REASONING_MAX_CHARS}}
+        if reasoning
+        else {}
+    )
     variants: list[dict[str, Any]] = []
     for name in names:
         found = registry.get(name) if registry is not None else None
@@ -100,11 +107,11 @@ def action_schema(tools: ToolRegistry | Sequence[str]) -> dict[str, Any]:
                 "type": "object",
                 "properties": {
                     "type": {"const": "tool_call"},
-                    "reasoning": reasoning,
+                    **bounded,
                     "tool_name": {"const": name},
                     "tool_args": args,
                 },
-                "required": ["type", "reasoning", "tool_name", "tool_args"],
+                "required": ["type", *bounded, "tool_name", "tool_args"],
             }
         )
     variants.append(
@@ -112,16 +119,16 @@ def action_schema(tools: ToolRegistry | Sequence[str]) -> dict[str, Any]:
             "type": "object",
             "properties": {
                 "type": {"const": "final_answer"},
-                "reasoning": reasoning,
+                **bounded,
                 "answer": {"type": "string"},
             },
-            "required": ["type", "reasoning", "answer"],
+            "required": ["type", *bounded, "answer"],
         }
     )
     return {
         "type": "object",
         "properties": properties,
-        "required": ["type", "reasoning"],
+        "required": ["type", *bounded],
         "anyOf": variants,
     }
 
@@ -153,8 +160,19 @@ def _action_from_json(data: dict[str, Any], tools: ToolRegistry) -> Action | Non
     return None
 
 
+# What no answer starts with: closing JSON punctuation a small model spills from its action
+# into the answer ("}\nThe answer is 391."). Whitespace goes with it.
+_STRAY_START = re.compile(r"[\s}\],]+")
+
+
+def answer_start(text: str) -> str:
+    """``text`` without what may not begin an answer (whitespace, stray punctuation)."""
+    stray = _STRAY_START.match(text)
+    return text[stray.end() :] if stray else text
+
+
 def _final(reasoning: str, answer: Any) -> Action:
-    text = _text(answer).strip() if answer is not None else ""
+    text = answer_start(_text(answer)).rstrip() if answer is not None else ""
     if not text:
         return Action("empty", reasoning)
     return Action("final_answer", reasoning, answer=text)

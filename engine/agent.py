@@ -214,6 +214,7 @@ class ReActAgent:
         max_answer_tokens: int | None = None,
         approver: Approver | None = None,
         rewrite_answer: bool = False,
+        small_model: bool = False,
     ) -> None:
         if max_iterations < 1:
             raise ValueError("max_iterations must be at least 1")
@@ -233,6 +234,9 @@ class ReActAgent:
         # A separate streamed call rewrites the answer of a run that used tools (a model
         # setting for models whose answers after tools are poor): engine.answer.
         self.rewrite_answer = rewrite_answer
+        # A model marked small gets JSON mode's short prompt with worked examples and
+        # replies without a reasoning field (engine.prompts.small_json_system_prompt).
+        self.small_model = small_model
 
     @property
     def _native_mode_active(self) -> bool:
@@ -312,6 +316,10 @@ class ReActAgent:
     def _initial_messages(self, run: _Run, history: Sequence[ChatMessage]) -> list[ChatMessage]:
         if self._native_mode_active:
             system = prompts.native_system_prompt(self.system_prompt)
+        elif self.small_model:
+            system = prompts.small_json_system_prompt(
+                run.tools.to_small_catalog(), run.tools.examples(), self.system_prompt
+            )
         else:
             system = prompts.json_system_prompt(run.tools.to_prompt_catalog(), self.system_prompt)
         return [
@@ -501,25 +509,39 @@ class ReActAgent:
         abilities = self.llm.abilities
         if not (abilities.get("json_mode") or abilities.get("json_schema")):
             return None
-        return json_response_format(abilities, ACTION_FORMAT_NAME, action_schema(tools))
+        schema = action_schema(tools, reasoning=not self.small_model)
+        return json_response_format(abilities, ACTION_FORMAT_NAME, schema)
 
     def _json_turn_kwargs(self, run: _Run, chat_kwargs: dict[str, Any]) -> dict[str, Any]:
-        """A schema-constrained model that just repeated a call loses that tool for a turn.
+        """Where the grammar narrows a schema-constrained model's next reply.
 
-        Small models loop on the same call instead of answering; with constrained output
-        the grammar can break the loop: the next reply must be another tool or the final
-        answer (only the final answer when that was the only tool).
+        A model that just repeated a call loses that tool for a turn: small models loop on
+        the same call instead of answering, and the grammar can break the loop (the next
+        reply is another tool or the final answer, only the answer when that was the only
+        tool). A model marked small must answer after a call that succeeded: given the
+        choice, a 135M model calls tool after tool and never reads the result.
         """
-        if not (
-            self.llm.abilities.get("json_schema")
-            and "response_format" in chat_kwargs
-            and run.last_call is not None
-            and run.last_call_count >= MAX_IDENTICAL_CALLS
-        ):
+        if not (self.llm.abilities.get("json_schema") and "response_format" in chat_kwargs):
+            return chat_kwargs
+        if self.small_model and self._last_call_worked(run):
+            answer_only = self._json_response_format(ToolRegistry())
+            return {**chat_kwargs, "response_format": answer_only}
+        if run.last_call is None or run.last_call_count < MAX_IDENTICAL_CALLS:
             return chat_kwargs
         repeated = run.last_call[0]
         others = run.tools.filter_by_names(n for n in run.tools.names() if n != repeated)
         return {**chat_kwargs, "response_format": self._json_response_format(others)}
+
+    @staticmethod
+    def _last_call_worked(run: _Run) -> bool:
+        """The previous turn was a tool call that succeeded, and no follow-up came since."""
+        last = run.steps[-1] if run.steps else None
+        return (
+            last is not None
+            and last.iteration == run.iterations - 1
+            and last.error is None
+            and not run.unseen_injections
+        )
 
     # ------------------------------------------------------------------ tools
 

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine.tools import ToolExample
 
 __all__ = [
     "EMPTY_TURN_REMINDER",
@@ -25,6 +28,7 @@ __all__ = [
     "repeated_call_warning",
     "repeated_error_message",
     "selection_user_prompt",
+    "small_json_system_prompt",
     "synthesis_user_prompt",
 ]
 
@@ -80,6 +84,28 @@ the user reads. Give it directly, in Markdown where it helps (headings, lists, t
 blocks), without mentioning tools or steps.
 {rules}"""
 
+# Models marked small (the bundled 135M model): a short prompt, replies without a
+# ``reasoning`` field (their reasoning is noise that costs seconds a turn), and worked
+# examples, which they imitate far better than they follow rules.
+_SMALL_JSON_PROMPT = """\
+You are a helpful assistant. Tools you can call:
+{catalog}
+
+Reply with one JSON object.
+To call a tool: {{"type": "tool_call", "tool_name": "<tool>", "tool_args": {{...}}}}
+To answer: {{"type": "final_answer", "answer": "<your answer>"}}
+Use a tool only when the question needs it. After an Observation, answer from it. If the \
+tool returned an error, say that it failed; never make up a result.
+
+Examples:
+{examples}"""
+
+# Always shown to small models: a question that needs no tool.
+_SMALL_NO_TOOL_EXAMPLE = (
+    "User: What is the largest planet in the solar system?",
+    '{"type": "final_answer", "answer": "Jupiter is the largest planet."}',
+)
+
 SYNTHESIS_SYSTEM_PROMPT = """\
 You write the final answer to the user's question from the work already done: the \
 question, the tools that were called and what they returned.
@@ -106,6 +132,24 @@ def json_system_prompt(catalog: str, extra: str | None = None) -> str:
     """JSON mode: the catalog and both reply formats live in the system prompt."""
     catalog = catalog or "(no tools are available: give the final answer directly)"
     return _with_extra(_JSON_PROMPT.format(catalog=catalog, rules=_COMMON_RULES), extra)
+
+
+def small_json_system_prompt(
+    catalog: str, examples: Sequence[tuple[str, ToolExample]], extra: str | None = None
+) -> str:
+    """JSON mode for models marked small: a one-line catalog and worked examples
+    (``(tool name, example)`` pairs, see ``ToolRegistry.examples``)."""
+    blocks = ["\n".join(_SMALL_NO_TOOL_EXAMPLE)]
+    for name, example in examples:
+        call = {"type": "tool_call", "tool_name": name, "tool_args": example.arguments}
+        answer = {"type": "final_answer", "answer": example.answer}
+        blocks.append(
+            f"User: {example.request}\n{json.dumps(call)}\n"
+            f"{OBSERVATION_PREFIX}{example.result}\n{json.dumps(answer)}"
+        )
+    catalog = catalog or "(none: answer directly)"
+    prompt = _SMALL_JSON_PROMPT.format(catalog=catalog, examples="\n\n".join(blocks))
+    return _with_extra(prompt, extra)
 
 
 def native_system_prompt(extra: str | None = None) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 import jiter
 
-from engine.actions import FINAL_ACTIONS, FINAL_KINDS
+from engine.actions import FINAL_ACTIONS, FINAL_KINDS, answer_start
 from engine.events import AgentEvent, AnswerDelta, AnswerReset, AnswerStart, ThoughtDelta
 from engine.llm.base import ChatDelta
 
@@ -48,7 +48,7 @@ class AnswerOnPage:
         if not text:
             return
         if not self.started:
-            text = text.lstrip()  # the answer starts at its first visible character
+            text = answer_start(text)  # the answer starts at its first visible character
             if not text:
                 return
             self.started = True

@@ -25,6 +25,7 @@ __all__ = [
     "Artifact",
     "Tool",
     "ToolRegistry",
+    "ToolExample",
     "ToolResult",
     "compact_description",
     "tool",
@@ -77,6 +78,17 @@ def _validator_for(schema_json: str) -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(schema)
 
 
+@dataclass(frozen=True)
+class ToolExample:
+    """One worked call (a request, the arguments, what came back, the answer): small models
+    copy the shape of a demonstration far better than they follow a JSON schema."""
+
+    request: str
+    arguments: dict[str, Any]
+    result: str
+    answer: str
+
+
 @dataclass
 class Tool:
     name: str
@@ -87,6 +99,7 @@ class Tool:
     requires_confirmation: bool = False  # every call waits for the user's approval
     # Per call: why this call needs approval (e.g. a non-GET request), or None.
     confirm_if: Callable[[dict[str, Any]], str | None] | None = None
+    example: ToolExample | None = None  # shown to models marked small (engine.prompts)
 
     def confirmation_reason(self, arguments: dict[str, Any]) -> str | None:
         """Why this call must wait for the user's approval, or None if it need not."""
@@ -170,6 +183,10 @@ def compact_description(description: str, limit: int = COMPACT_DESCRIPTION_CHARS
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
+def _what(parameter: dict[str, Any]) -> str:
+    return str(parameter.get("description") or parameter.get("type") or "")
+
+
 class ToolRegistry:
     """An ordered set of tools with the catalog forms each agent mode needs."""
 
@@ -217,6 +234,23 @@ class ToolRegistry:
             params = json.dumps(t.parameters, ensure_ascii=False)
             blocks.append(f"- {t.name}: {t.description}\n  parameters (JSON schema): {params}")
         return "\n".join(blocks)
+
+    def to_small_catalog(self) -> str:
+        """One line per tool for small models: name, description, and each argument with
+        its description; a full JSON schema is noise to them (the grammar enforces it)."""
+        lines = []
+        for t in self._tools.values():
+            properties = t.parameters.get("properties") or {}
+            args = ", ".join(
+                f'"{name}": {compact_description(_what(spec), 70)}'
+                for name, spec in properties.items()
+            )
+            lines.append(f"- {t.name}: {compact_description(t.description)} Arguments: {{{args}}}")
+        return "\n".join(lines)
+
+    def examples(self) -> list[tuple[str, ToolExample]]:
+        """(tool name, example) of every tool that has one."""
+        return [(t.name, t.example) for t in self._tools.values() if t.example is not None]
 
     def to_compact_catalog(self) -> str:
         """One short line per tool, no schemas: the input of the tool-selection call."""

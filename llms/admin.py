@@ -15,6 +15,7 @@ from django.db.models import Count, Sum
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.loader import render_to_string
+from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.decorators import method_decorator
 from django.utils.safestring import SafeString, mark_safe
@@ -22,6 +23,12 @@ from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
 from agentsite.errors import ApplicationError
+from llms.discovery import (
+    discover_local_server,
+    discover_local_servers,
+    discovered_model_add,
+    discovery_ports,
+)
 from llms.forms import (
     ABILITY_LABELS,
     LLMModelAdminForm,
@@ -135,6 +142,7 @@ class LLMModelAdmin(admin.ModelAdmin):
                     "context_window",
                     "max_output_tokens",
                     "rewrite_answer",
+                    "small",
                     "roles",
                 ]
             },
@@ -185,11 +193,26 @@ class LLMModelAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: LLMModel, form: Any, change: bool) -> None:
         model_save(model=obj)
 
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None):
+        # The "Find local model servers" button (change_list.html) for those who may use it.
+        context = {"can_discover": self.has_change_permission(request), **(extra_context or {})}
+        return super().changelist_view(request, context)
+
     # -- probe and apply: actions for the list, buttons (POST views) on the change form
 
     def get_urls(self):
         prefix = f"{self.opts.app_label}_{self.opts.model_name}"
         custom = [
+            path(
+                "discover/",
+                self.admin_site.admin_view(self.discover_view),
+                name=f"{prefix}_discover",
+            ),
+            path(
+                "discover/add/",
+                self.admin_site.admin_view(self.discover_add_view),
+                name=f"{prefix}_discover_add",
+            ),
             path(
                 "<path:object_id>/probe/",
                 self.admin_site.admin_view(self.probe_view),
@@ -237,6 +260,49 @@ class LLMModelAdmin(admin.ModelAdmin):
             self.message_user(request, exc.message, messages.ERROR)
         else:
             self.message_user(request, f"Applied the verified abilities to {obj}.")
+
+    # -- local model servers (llms.discovery): a page listing them, a POST view adding one
+
+    def discover_view(self, request: HttpRequest) -> HttpResponse:
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Local model servers",
+            "servers": discover_local_servers(),
+            "ports": discovery_ports(),
+        }
+        return TemplateResponse(request, "admin/llms/llmmodel/discover.html", context)
+
+    @method_decorator(require_POST)
+    @method_decorator(sensitive_post_parameters("api_key"))
+    def discover_add_view(self, request: HttpRequest) -> HttpResponse:
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+        back = HttpResponseRedirect(reverse("admin:llms_llmmodel_discover"))
+        port = request.POST.get("port", "")
+        if not port.isdigit() or int(port) not in discovery_ports():
+            self.message_user(request, "Choose a server from the list.", messages.ERROR)
+            return back
+        api_key = request.POST.get("api_key", "").strip() or None
+        server = discover_local_server(port=int(port), api_key=api_key)
+        if server is None:
+            self.message_user(request, f"Nothing answers on port {port} any more.", messages.ERROR)
+            return back
+        try:
+            added = discovered_model_add(
+                server=server,
+                model_id=request.POST.get("model_id", ""),
+                make_default=request.POST.get("make_default") == "1",
+                api_key=api_key,
+            )
+        except ApplicationError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+            return back
+        level = messages.SUCCESS if added.report.reachable else messages.WARNING
+        self.message_user(request, added.summary(), level)
+        return self._back(added.model)
 
     @admin.action(description="Probe capabilities", permissions=["change"])
     def probe_capabilities(self, request: HttpRequest, queryset) -> None:

@@ -143,6 +143,7 @@ def local_model_seed(*, timeout: float = PROBE_TIMEOUT) -> tuple[LLMModel, Probe
             abilities=SEED_ABILITIES,
             context_window=config.n_ctx,
             max_output_tokens=DEFAULT_MAX_TOKENS,
+            small=True,
             is_default=True,
         )
     report = async_to_sync(_probe)(model, timeout)

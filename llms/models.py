@@ -148,6 +148,15 @@ class LLMModel(models.Model):
             "whose answers after tools read poorly."
         ),
     )
+    small = models.BooleanField(
+        "small model",
+        default=False,
+        help_text=(
+            "For models of a few hundred million parameters (the bundled one): a short "
+            "prompt with worked examples, actions without a reasoning field, the answer due "
+            "after a tool call that worked, and never routed to plan mode by Auto."
+        ),
+    )
     roles = models.JSONField(default=list, blank=True)
     is_default = models.BooleanField("default", default=False)
     enabled = models.BooleanField(default=True)

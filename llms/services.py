@@ -128,6 +128,7 @@ def model_upsert(
     max_output_tokens: int | None = None,
     roles: Iterable[str] | None = None,
     enabled: bool | None = None,
+    small: bool | None = None,
     is_default: bool = False,
 ) -> tuple[LLMModel, bool]:
     """Create or update ``model_id`` of ``provider``; returns ``(model, created)``.
@@ -153,6 +154,8 @@ def model_upsert(
         model.roles = list(dict.fromkeys(roles))
     if enabled is not None:
         model.enabled = enabled
+    if small is not None:
+        model.small = small
     _validated(model)
     with transaction.atomic():
         model.save()

@@ -74,11 +74,19 @@ async def agent_for(
     history: Sequence[ChatMessage],
     rewrite_answer: bool,
     on_event: Any,
+    small_model: bool = False,
     **common: Any,
 ) -> ReActAgent | PlanAgent:
-    """The agent for the run's mode; Auto asks the fast model (any failure: ReAct)."""
+    """The agent for the run's mode; Auto asks the fast model (any failure: ReAct).
+
+    Auto runs a small model in ReAct mode without asking: its plans are nonsense steps
+    that take minutes each. Plan mode chosen by the user stays plan mode.
+    """
     mode = models.mode
-    if mode == AgentMode.AUTO:
+    if mode == AgentMode.AUTO and small_model:
+        mode = AgentMode.REACT
+        await on_event(Phase("routed", {"mode": mode}))
+    elif mode == AgentMode.AUTO:
         assert models.registry is not None
         router = models.registry.get_by_role("fast")
         mode = await choose_mode(router, query, history)
@@ -86,4 +94,11 @@ async def agent_for(
     if mode == AgentMode.PLAN:
         assert models.registry is not None
         return PlanAgent(models.registry, tools, llm=llm, on_event=on_event, **common)
-    return ReActAgent(llm, tools, on_event=on_event, rewrite_answer=rewrite_answer, **common)
+    return ReActAgent(
+        llm,
+        tools,
+        on_event=on_event,
+        rewrite_answer=rewrite_answer,
+        small_model=small_model,
+        **common,
+    )

@@ -215,6 +215,7 @@ class RunExecution:
                 query=setup.query,
                 history=loaded.messages,
                 rewrite_answer=setup.model.rewrite_answer,
+                small_model=setup.model.small,
                 on_event=self._on_event,
                 interrupt_queue=self.interrupts,
                 cancel=self.token,

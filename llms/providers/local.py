@@ -29,6 +29,9 @@ PLACEHOLDER_BASE_URL = "http://127.0.0.1/v1"
 DEFAULT_MAX_RETRIES = 1
 # A tiny model can ramble until the context is full: cap every reply unless told otherwise.
 DEFAULT_MAX_TOKENS = 1024
+# Greedy decoding: llama.cpp's default temperature (0.8) sends a 135M model's tool calls
+# and answers wandering, and the same question gets a different answer each time.
+DEFAULT_TEMPERATURE = 0.0
 
 
 class LocalServerLLM(OpenAICompatibleLLM):
@@ -74,5 +77,8 @@ def build_llm(
         dict(model.abilities or {}),
         timeout=float(provider.timeout),
         max_retries=DEFAULT_MAX_RETRIES if max_retries is None else max_retries,
-        default_params={"max_tokens": model.max_output_tokens or DEFAULT_MAX_TOKENS},
+        default_params={
+            "max_tokens": model.max_output_tokens or DEFAULT_MAX_TOKENS,
+            "temperature": DEFAULT_TEMPERATURE,
+        },
     )

@@ -217,6 +217,28 @@ async def test_json_final_answer_streams_its_answer_field_as_it_arrives() -> Non
     assert "".join(e.content for e in seen.of(ThoughtDelta)) == "I know this."
 
 
+async def test_stray_json_punctuation_never_starts_an_answer() -> None:
+    """A small model writes the closing characters of its action into the answer
+    (``"answer": "}\\nThe answer is 391."``): the reader gets the answer, not the debris."""
+    reply = json_action(type="final_answer", reasoning="r", answer="},\n The answer is 391.")
+    llm = ScriptedLLM([reply], stream_chunk_delay=0.001)
+    seen = Recorder(llm)
+
+    result, _ = await run_to_done(ReActAgent(llm, tools(), on_event=seen))
+
+    assert seen.answer_text() == result.answer == "The answer is 391."
+    assert not seen.of(AnswerReset)  # cleaned as it streamed, not taken back
+
+
+async def test_an_answer_that_is_a_json_object_keeps_its_brace() -> None:
+    reply = json_action(type="final_answer", reasoning="r", answer='{"ok": true}')
+    llm = ScriptedLLM([reply], stream_chunk_delay=0.001)
+
+    result, _ = await run_to_done(ReActAgent(llm, tools()))
+
+    assert result.answer == '{"ok": true}'
+
+
 async def test_json_tool_call_streams_its_reasoning_as_the_thought_and_no_answer() -> None:
     call = json_action(
         type="tool_call",
