@@ -33,6 +33,16 @@ from tools.registry import ToolContext
 )
 def test_evaluates(expression, expected):
     assert evaluate(expression) == pytest.approx(expected)
+    (tool,) = build({}, ToolContext())
+    assert tool.validation_error({"expression": expression}) is None  # the schema allows it
+
+
+@pytest.mark.parametrize("expression", ["]}", ".23 * 17", "CALCULATOR", '17 * 23"}', "{x}", ""])
+def test_json_debris_and_prose_are_refused_by_the_schema(expression):
+    """The pattern is what a grammar-constrained model is held to (a 135M model wrote all
+    of these): the call fails validation with a message instead of reaching the parser."""
+    (tool,) = build({}, ToolContext())
+    assert tool.validation_error({"expression": expression}) is not None
 
 
 def test_big_integers_are_exact():

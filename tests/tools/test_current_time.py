@@ -34,3 +34,28 @@ async def test_tool_uses_configured_default():
     result = await tool.invoke({})
     assert "in Europe/Paris" in result.content
     assert tool.parameters["properties"]["timezone"]["default"] == "Europe/Paris"
+
+
+@pytest.mark.parametrize(
+    ("name", "zone"),
+    [
+        ("Tokyo", "Asia/Tokyo"),
+        ("new york", "America/New_York"),
+        ("New_York", "America/New_York"),
+        ("europe/paris", "Europe/Paris"),
+        ("London", "Europe/London"),
+        ("utc", "UTC"),
+    ],
+)
+def test_a_city_or_any_case_names_its_zone(name, zone):
+    """Models know cities better than zone names; the answer names the zone used."""
+    result = current_time(name, now=MOMENT)
+    assert not result.is_error and f"in {zone} (" in result.content
+
+
+@pytest.mark.parametrize("argument", ['"]}', "UTC+01:59; 23.62", "{timezone}", 'Asia/Tokyo"}'])
+async def test_json_debris_and_offsets_are_refused_by_the_schema(argument):
+    """The pattern is what a grammar-constrained model is held to: no JSON, no prose."""
+    (tool,) = build({}, ToolContext())
+    assert tool.validation_error({"timezone": argument}) is not None
+    assert tool.validation_error({"timezone": "America/Argentina/Buenos_Aires"}) is None

@@ -14,16 +14,20 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-from engine import Tool, ToolResult
+from engine import Tool, ToolExample, ToolResult
 from tools.registry import ToolContext, ToolSpec, register
 
-__all__ = ["CalculatorError", "evaluate"]
+__all__ = ["EXPRESSION_PATTERN", "CalculatorError", "evaluate"]
 
 MAX_EXPRESSION_CHARS = 1000
 MAX_NODES = 300
 MAX_RESULT_BITS = 13_000  # about 3,900 decimal digits (Python prints at most 4,300)
 MAX_FACTORIAL = 1000
 Number = int | float
+# What an expression can hold: digits, operators, parentheses, spaces and the lower-case
+# names below. In the schema, so a grammar-constrained model cannot write JSON, quotes or
+# prose into it (a 135M model wrote "]}" and "CALCULATOR" there).
+EXPRESSION_PATTERN = r"^[0-9a-z(+-][0-9a-z .,+*/%()-]*$"
 
 _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
@@ -219,12 +223,19 @@ def build(config: dict[str, Any], context: ToolContext) -> list[Tool]:
                     "expression": {
                         "type": "string",
                         "description": "e.g. 'sqrt(2) * (3 + 4)**2' or 'factorial(20) / 7'",
+                        "pattern": EXPRESSION_PATTERN,
                     }
                 },
                 "required": ["expression"],
             },
             func=calculate,
             timeout=10.0,
+            example=ToolExample(
+                request="What is 6 times 7, plus 5?",
+                arguments={"expression": "6 * 7 + 5"},
+                result="6 * 7 + 5 = 47",
+                answer="6 × 7 + 5 = 47.",
+            ),
         )
     ]
 
