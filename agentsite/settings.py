@@ -182,6 +182,11 @@ AGENTSITE_SSE_HEARTBEAT = env.float("AGENTSITE_SSE_HEARTBEAT", default=15.0)  # 
 # The bundled model's llama.cpp chat format (llms/local_server.py); "chatml" does not
 # HTML-escape the prompt the way chatml-function-calling's template does.
 LOCAL_MODEL_CHAT_FORMAT = env.str("AGENTSITE_LOCAL_CHAT_FORMAT", default="chatml")
+# Tools that need the public internet (web_fetch) are offered only when it answers:
+# "auto" checks by connecting to AGENTSITE_NETWORK_PROBE (host:port, cached a few
+# minutes), "on" always offers them (behind a proxy the check cannot see), "off" never.
+AGENTSITE_TOOLS_NETWORK = env.str("AGENTSITE_TOOLS_NETWORK", default="auto")
+AGENTSITE_NETWORK_PROBE = env.str("AGENTSITE_NETWORK_PROBE", default="example.com:443")
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -31,6 +31,13 @@ def no_background_sweep(settings):
     settings.AGENTSITE_RUN_SWEEP_SECONDS = 0
 
 
+@pytest.fixture(autouse=True)
+def tools_network_on(settings):
+    """Which tools a run gets must not depend on this machine's internet; the tests of
+    the reachability check (tests/tools/test_network.py) set it back to "auto"."""
+    settings.AGENTSITE_TOOLS_NETWORK = "on"
+
+
 @pytest.fixture
 def user(django_user_model):
     return django_user_model.objects.create_user(username="alice", password="pw-alice-123")

@@ -280,6 +280,7 @@ SPEC = register(
         name="http_request",
         description="Admin-defined HTTP endpoints exposed as tools (one tool per endpoint).",
         build=build,
+        unavailable=lambda config: "" if config.get("endpoints") else "no endpoint is configured",
         config_schema={
             "type": "object",
             "properties": {

@@ -17,6 +17,7 @@ from markdownify import MarkdownConverter
 
 from engine import Tool, ToolResult
 from tools.netguard import NetPolicy, UnsafeURLError
+from tools.network import public_network_problem
 from tools.registry import ToolContext, ToolSpec, register
 from tools.safehttp import (
     DEFAULT_MAX_BYTES,
@@ -118,6 +119,14 @@ async def web_fetch(
     return ToolResult(header + "\n" + truncate(result.content, max_chars), "text")
 
 
+def unavailable(config: dict[str, Any]) -> str:
+    """Without internet the tool only collects errors, unless the admin opened internal
+    hosts for it (``allow_hosts``)."""
+    if config.get("allow_hosts"):
+        return ""
+    return public_network_problem()
+
+
 def build(config: dict[str, Any], context: ToolContext) -> list[Tool]:
     policy = NetPolicy(allow_hosts=config.get("allow_hosts") or ())
     max_bytes = int(config.get("max_bytes") or DEFAULT_MAX_BYTES)
@@ -153,6 +162,7 @@ SPEC = register(
         name="web_fetch",
         description="Fetch a URL and return readable text (SSRF-safe).",
         build=build,
+        unavailable=unavailable,
         config_schema={
             "type": "object",
             "properties": {
