@@ -52,6 +52,7 @@ run: migrate
 	@if [ -z "$$OPENAI_API_KEY$$OPENAI_BASE_URL" ] && [ "$$(DEBUG=$${DEBUG:-true} $(PY) manage.py seed_models --needs-local)" = yes ]; then \
 	  $(MAKE) --no-print-directory local-model; fi
 	@DEBUG=$${DEBUG:-true} $(PY) manage.py seed_models
+	@-DEBUG=$${DEBUG:-true} $(PY) manage.py discover_models --hint
 	@DEBUG=$${DEBUG:-true} $(PY) manage.py ensure_admin --url http://$(HOST):$(PORT)/
 	@echo "Serving agentsite on http://$(HOST):$(PORT)/"
 	DEBUG=$${DEBUG:-true} $(VENV)/bin/agentsite-server -b $(HOST) -p $(PORT) agentsite.asgi:application

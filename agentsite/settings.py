@@ -182,6 +182,12 @@ AGENTSITE_SSE_HEARTBEAT = env.float("AGENTSITE_SSE_HEARTBEAT", default=15.0)  # 
 # The bundled model's llama.cpp chat format (llms/local_server.py); "chatml" does not
 # HTML-escape the prompt the way chatml-function-calling's template does.
 LOCAL_MODEL_CHAT_FORMAT = env.str("AGENTSITE_LOCAL_CHAT_FORMAT", default="chatml")
+# Loopback ports where `manage.py discover_models` and the admin's "Find local model
+# servers" look for OpenAI-compatible servers (llms/discovery.py): Ollama, llama.cpp,
+# LM Studio, vLLM. Empty: no discovery.
+AGENTSITE_DISCOVERY_PORTS = env.list(
+    "AGENTSITE_DISCOVERY_PORTS", cast=int, default=[11434, 8080, 1234, 8000]
+)
 # Tools that need the public internet (web_fetch) are offered only when it answers:
 # "auto" checks by connecting to AGENTSITE_NETWORK_PROBE (host:port, cached a few
 # minutes), "on" always offers them (behind a proxy the check cannot see), "off" never.

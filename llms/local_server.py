@@ -227,6 +227,10 @@ class LocalServer:
         info = self._read_state()
         return info if info is not None and self._responds(info) else None
 
+    def recorded(self) -> ServerInfo | None:
+        """The server ``server.json`` records, unchecked (no HTTP): which port is ours."""
+        return self._read_state()
+
     def stop(self) -> bool:
         """Stop the shared server, whoever started it; True when one was running."""
         with self._lock, self._file_lock():
