@@ -234,8 +234,9 @@ class ReActAgent:
         # A separate streamed call rewrites the answer of a run that used tools (a model
         # setting for models whose answers after tools are poor): engine.answer.
         self.rewrite_answer = rewrite_answer
-        # A model marked small gets JSON mode's short prompt with worked examples and
-        # replies without a reasoning field (engine.prompts.small_json_system_prompt).
+        # A model marked small gets JSON mode's short prompt with worked examples, replies
+        # without a reasoning field (engine.prompts.small_json_system_prompt), and the
+        # result of a tool call that worked as its answer.
         self.small_model = small_model
 
     @property
@@ -376,7 +377,12 @@ class ReActAgent:
                 continue  # or the follow-up comes first: the answer is deferred
             parse_failed = False
             call = ToolCall(f"call_{iteration}", action.tool_name, action.tool_args)
-            await self._run_tool_calls(run, iteration, [call], native=False)
+            (step,) = await self._run_tool_calls(run, iteration, [call], native=False)
+            if self.small_model and not await self._drain_interrupts(run):
+                # A small model garbles what it was told ("23:10" for 21:19) and "fixes"
+                # an error by calling something else: the tool's own words are the
+                # honest answer, a failure included.
+                return await self._answer(run, presenter, prompts.small_model_answer(step))
         return self._max_iterations_answer(run)
 
     async def _run_native(self, run: _Run) -> str:
@@ -518,30 +524,15 @@ class ReActAgent:
         A model that just repeated a call loses that tool for a turn: small models loop on
         the same call instead of answering, and the grammar can break the loop (the next
         reply is another tool or the final answer, only the answer when that was the only
-        tool). A model marked small must answer after a call that succeeded: given the
-        choice, a 135M model calls tool after tool and never reads the result.
+        tool).
         """
         if not (self.llm.abilities.get("json_schema") and "response_format" in chat_kwargs):
             return chat_kwargs
-        if self.small_model and self._last_call_worked(run):
-            answer_only = self._json_response_format(ToolRegistry())
-            return {**chat_kwargs, "response_format": answer_only}
         if run.last_call is None or run.last_call_count < MAX_IDENTICAL_CALLS:
             return chat_kwargs
         repeated = run.last_call[0]
         others = run.tools.filter_by_names(n for n in run.tools.names() if n != repeated)
         return {**chat_kwargs, "response_format": self._json_response_format(others)}
-
-    @staticmethod
-    def _last_call_worked(run: _Run) -> bool:
-        """The previous turn was a tool call that succeeded, and no follow-up came since."""
-        last = run.steps[-1] if run.steps else None
-        return (
-            last is not None
-            and last.iteration == run.iterations - 1
-            and last.error is None
-            and not run.unseen_injections
-        )
 
     # ------------------------------------------------------------------ tools
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from engine.agent import Step
     from engine.tools import ToolExample
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "repeated_error_message",
     "selection_user_prompt",
     "small_json_system_prompt",
+    "small_model_answer",
     "synthesis_user_prompt",
 ]
 
@@ -94,8 +96,8 @@ You are a helpful assistant. Tools you can call:
 Reply with one JSON object.
 To call a tool: {{"type": "tool_call", "tool_name": "<tool>", "tool_args": {{...}}}}
 To answer: {{"type": "final_answer", "answer": "<your answer>"}}
-Use a tool only when the question needs it. After an Observation, answer from it. If the \
-tool returned an error, say that it failed; never make up a result.
+Use a tool only when the question needs it. If a tool returns an error, fix the \
+arguments or say that it failed; never make up a result.
 
 Examples:
 {examples}"""
@@ -138,18 +140,24 @@ def small_json_system_prompt(
     catalog: str, examples: Sequence[tuple[str, ToolExample]], extra: str | None = None
 ) -> str:
     """JSON mode for models marked small: a one-line catalog and worked examples
-    (``(tool name, example)`` pairs, see ``ToolRegistry.examples``)."""
-    blocks = ["\n".join(_SMALL_NO_TOOL_EXAMPLE)]
+    (``(tool name, example)`` pairs, see ``ToolRegistry.examples``): each tool's request
+    and call, then a question that needs no tool. No example result or answer is shown:
+    a small model copies them into answers ("09:30 on Monday" for any city)."""
+    blocks = []
     for name, example in examples:
         call = {"type": "tool_call", "tool_name": name, "tool_args": example.arguments}
-        answer = {"type": "final_answer", "answer": example.answer}
-        blocks.append(
-            f"User: {example.request}\n{json.dumps(call)}\n"
-            f"{OBSERVATION_PREFIX}{example.result}\n{json.dumps(answer)}"
-        )
+        blocks.append(f"User: {example.request}\n{json.dumps(call)}")
+    blocks.append("\n".join(_SMALL_NO_TOOL_EXAMPLE))
     catalog = catalog or "(none: answer directly)"
     prompt = _SMALL_JSON_PROMPT.format(catalog=catalog, examples="\n\n".join(blocks))
     return _with_extra(prompt, extra)
+
+
+def small_model_answer(step: Step) -> str:
+    """What a small model's run answers after its tool call: the result, or the failure."""
+    if step.error is None:
+        return step.observation
+    return f"The {step.tool_name} tool could not answer this: {step.error}"
 
 
 def native_system_prompt(extra: str | None = None) -> str:

@@ -80,13 +80,11 @@ def _validator_for(schema_json: str) -> jsonschema.Draft202012Validator:
 
 @dataclass(frozen=True)
 class ToolExample:
-    """One worked call (a request, the arguments, what came back, the answer): small models
-    copy the shape of a demonstration far better than they follow a JSON schema."""
+    """A request and the call that serves it: small models copy the shape of a
+    demonstration far better than they follow a JSON schema."""
 
     request: str
     arguments: dict[str, Any]
-    result: str
-    answer: str
 
 
 @dataclass

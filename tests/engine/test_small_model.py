@@ -1,5 +1,5 @@
 """Models marked small (the bundled 135M model): a short prompt with worked examples,
-actions without a reasoning field, and the answer due after a call that worked."""
+actions without a reasoning field, and the result of a call that worked as the answer."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import json
 from typing import Any
 
 from engine.agent import ReActAgent
+from engine.events import AnswerDelta
+from engine.interrupts import InterruptQueue
 from engine.llm.scripted import ScriptedLLM
 from engine.tools import Tool, ToolExample, ToolRegistry, ToolResult
 
@@ -28,9 +30,7 @@ DOUBLE = Tool(
         "required": ["number"],
     },
     func=double,
-    example=ToolExample(
-        request="Twice 21?", arguments={"number": 21}, result="42", answer="Twice 21 is 42."
-    ),
+    example=ToolExample(request="Twice 21?", arguments={"number": 21}),
 )
 NO_EXAMPLE = Tool(
     name="echo",
@@ -68,7 +68,7 @@ async def test_the_prompt_shows_worked_examples_of_the_tools_present() -> None:
     system = llm.calls[0]["messages"][0].content
     assert "User: Twice 21?" in system
     assert '{"type": "tool_call", "tool_name": "double", "tool_args": {"number": 21}}' in system
-    assert "Observation: 42" in system and '"answer": "Twice 21 is 42."' in system
+    assert system.index("Twice 21?") < system.index("User: What is the largest planet")
     assert "- echo: Say it back." in system  # listed, though it has no example
     assert '"number": what to double' in system
     assert "JSON schema" not in system  # the grammar carries the schema, not the prompt
@@ -84,27 +84,47 @@ async def test_a_small_models_actions_have_no_reasoning_field() -> None:
     assert all("reasoning" not in variant["properties"] for variant in schema["anyOf"])
 
 
-async def test_a_call_that_worked_is_followed_by_the_answer() -> None:
-    llm = ScriptedLLM([call("double", number=4), answer("Twice 4 is 8.")], abilities=LLAMACPP)
+async def test_the_result_of_a_call_that_worked_is_the_answer() -> None:
+    """A 135M model garbles what a tool told it ("23:10" for 21:19): it does not get to
+    retell it."""
+    llm = ScriptedLLM([call("double", number=4)], abilities=LLAMACPP)
+    events: list[Any] = []
 
-    result = await small_agent(llm).run("Twice 4?")
+    async def record(event: Any) -> None:
+        events.append(event)
 
-    assert result.answer == "Twice 4 is 8."
-    assert offered_tools(llm.calls[0]) == ["double", "echo"]
-    assert offered_tools(llm.calls[1]) == []  # the grammar allows only the answer
-    assert schema_of(llm.calls[1])["properties"]["type"]["enum"] == ["final_answer"]
+    agent = ReActAgent(llm, ToolRegistry([DOUBLE, NO_EXAMPLE]), small_model=True, on_event=record)
+    result = await agent.run("Twice 4?")
+
+    assert result.answer == "8" and len(llm.calls) == 1
+    assert "".join(e.content for e in events if isinstance(e, AnswerDelta)) == "8"
 
 
-async def test_after_a_failed_call_the_tools_stay_offered() -> None:
-    llm = ScriptedLLM(
-        [call("double", number=-1), call("double", number=1), answer("2.")], abilities=LLAMACPP
-    )
+async def test_a_failed_call_is_the_answer_in_plain_words() -> None:
+    """Given another turn, a 135M model "fixes" an error by calling some other tool and
+    answers with that: the failure is said instead."""
+    llm = ScriptedLLM([call("double", number=-1)], abilities=LLAMACPP)
 
     result = await small_agent(llm).run("Twice minus one?")
 
-    assert [s.error is None for s in result.steps] == [False, True]
-    assert offered_tools(llm.calls[1]) == ["double", "echo"]
-    assert offered_tools(llm.calls[2]) == []
+    assert len(llm.calls) == 1 and result.status == "succeeded"
+    assert result.answer == "The double tool could not answer this: only positive numbers"
+
+
+async def test_a_follow_up_sent_during_the_call_gets_a_model_turn() -> None:
+    queue = InterruptQueue()
+
+    def double_and_interrupt(number: int) -> ToolResult:
+        queue.put("and add one")
+        return ToolResult(str(number * 2))
+
+    tool = Tool("double", "Double a number.", DOUBLE.parameters, double_and_interrupt)
+    llm = ScriptedLLM([call("double", number=4), answer("9.")], abilities=LLAMACPP)
+    agent = ReActAgent(llm, ToolRegistry([tool]), small_model=True, interrupt_queue=queue)
+
+    result = await agent.run("Twice 4?")
+
+    assert result.answer == "9." and "and add one" in llm.calls[1]["messages"][-1].content
 
 
 async def test_other_models_keep_the_full_prompt_and_may_chain_calls() -> None:

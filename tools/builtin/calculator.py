@@ -233,8 +233,6 @@ def build(config: dict[str, Any], context: ToolContext) -> list[Tool]:
             example=ToolExample(
                 request="What is 6 times 7, plus 5?",
                 arguments={"expression": "6 * 7 + 5"},
-                result="6 * 7 + 5 = 47",
-                answer="6 × 7 + 5 = 47.",
             ),
         )
     ]

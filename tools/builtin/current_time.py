@@ -86,8 +86,6 @@ def build(config: dict[str, Any], context: ToolContext) -> list[Tool]:
             example=ToolExample(
                 request="What time is it in Berlin?",
                 arguments={"timezone": "Europe/Berlin"},
-                result="Monday, 01 June 2026, 09:30:00 in Europe/Berlin (CEST, UTC+02:00)",
-                answer="It is 09:30 on Monday, 1 June 2026 in Berlin.",
             ),
         )
     ]
