@@ -34,10 +34,31 @@ from tools.registry import ToolContext
 def test_evaluates(expression, expected):
     assert evaluate(expression) == pytest.approx(expected)
     (tool,) = build({}, ToolContext())
-    assert tool.validation_error({"expression": expression}) is None  # the schema allows it
+    if expression != "+4":  # the schema wants an operand first
+        assert tool.validation_error({"expression": expression}) is None
 
 
-@pytest.mark.parametrize("expression", ["]}", ".23 * 17", "CALCULATOR", '17 * 23"}', "{x}", ""])
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ("15% of 240", 36),
+        ("18% * 84", 15.12),
+        ("84 * 18%", 15.12),
+        ("(100 - 80) / 80 * 100", 25),
+        ("12.5 % of 80", 10),
+        ("10 % 3", 1),  # between two numbers it is still the remainder
+        ("7%3", 1),
+    ],
+)
+def test_percentages_as_people_write_them(expression, expected):
+    assert evaluate(expression) == pytest.approx(expected)
+    (tool,) = build({}, ToolContext())
+    assert tool.validation_error({"expression": expression}) is None
+
+
+@pytest.mark.parametrize(
+    "expression", ["]}", ".23 * 17", "CALCULATOR", '17 * 23"}', "{x}", "", "+12*12+", "6, "]
+)
 def test_json_debris_and_prose_are_refused_by_the_schema(expression):
     """The pattern is what a grammar-constrained model is held to (a 135M model wrote all
     of these): the call fails validation with a message instead of reaching the parser."""
@@ -93,3 +114,29 @@ async def test_tool_returns_error_observations():
     assert bad.is_error and "division by zero" in bad.content
     float_result = await tool.invoke({"expression": "0.1 + 0.2"})
     assert float_result.content.endswith("= 0.3")
+
+
+@pytest.mark.parametrize(
+    ("expression", "result"),
+    [
+        ("5 feet to cm", "5 ft = 152.4 cm"),
+        ("100 fahrenheit in celsius", "100 °F = 37.77777778 °C"),
+        ("2 * 35 kg to pounds", "70 kg = 154.3235835 lb"),
+        ("3 weeks in hours", "3 week = 504 h"),
+    ],
+)
+async def test_unit_conversions_in_words(expression, result):
+    (tool,) = build({}, ToolContext())
+    assert tool.validation_error({"expression": expression}) is None
+    converted = await tool.invoke({"expression": expression})
+    assert converted.content == result and not converted.is_error
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [("5 parsecs to lightbulbs", "unknown unit 'lightbulbs'"), ("3 kg to km", "cannot convert")],
+)
+async def test_impossible_conversions_say_why(expression, message):
+    (tool,) = build({}, ToolContext())
+    failed = await tool.invoke({"expression": expression})
+    assert failed.is_error and message in failed.content

@@ -11,11 +11,13 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import re
 from collections.abc import Callable
 from typing import Any
 
 from engine import Tool, ToolExample, ToolResult
 from tools.registry import ToolContext, ToolSpec, register
+from tools.units import UnitError, convert
 
 __all__ = ["EXPRESSION_PATTERN", "CalculatorError", "evaluate"]
 
@@ -25,9 +27,10 @@ MAX_RESULT_BITS = 13_000  # about 3,900 decimal digits (Python prints at most 4,
 MAX_FACTORIAL = 1000
 Number = int | float
 # What an expression can hold: digits, operators, parentheses, spaces and the lower-case
-# names below. In the schema, so a grammar-constrained model cannot write JSON, quotes or
-# prose into it (a 135M model wrote "]}" and "CALCULATOR" there).
-EXPRESSION_PATTERN = r"^[0-9a-z(+-][0-9a-z .,+*/%()-]*$"
+# names below, starting and ending with an operand. In the schema, so a grammar-constrained
+# model cannot write JSON, quotes or prose into it, nor dangle an operator (a 135M model
+# wrote "]}", "CALCULATOR", ".23 * 17" and "+12*12+" there).
+EXPRESSION_PATTERN = r"^[0-9a-z(-]([0-9a-z .,+*/%()-]*[0-9a-z)%])?$"
 
 _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
@@ -169,12 +172,24 @@ class _Evaluator:
         return _check_size(_FUNCTIONS[node.func.id](*args))
 
 
+# "15% of 240", "18% * 84", "84 * 18%": a percent sign after a number that is not followed
+# by another operand is a percentage (people and models write them); "10 % 3" stays the
+# remainder.
+_PERCENT_OF = re.compile(r"(\d+(?:\.\d+)?)\s*%\s*of\b")
+_PERCENT = re.compile(r"(\d+(?:\.\d+)?)\s*%(?!\s*[\d.(a-z])")
+
+
+def _percentages(expression: str) -> str:
+    expression = _PERCENT_OF.sub(r"(\1 / 100) *", expression)
+    return _PERCENT.sub(r"(\1 / 100)", expression)
+
+
 def evaluate(expression: str) -> Number:
     """The value of ``expression``; :class:`CalculatorError` explains any refusal."""
     if len(expression) > MAX_EXPRESSION_CHARS:
         raise CalculatorError(f"expression longer than {MAX_EXPRESSION_CHARS} characters")
     try:
-        tree = ast.parse(expression.strip(), mode="eval")
+        tree = ast.parse(_percentages(expression.strip()), mode="eval")
     except SyntaxError as exc:
         raise CalculatorError(f"invalid expression: {exc.msg}") from None
     try:
@@ -199,12 +214,25 @@ def format_number(value: Number) -> str:
     return str(value)
 
 
+# "26.2 miles to km", "98.6 fahrenheit in celsius", "2 * 35 kg to pounds".
+_CONVERSION = re.compile(
+    r"^(?P<amount>.*?[0-9)])\s*(?P<unit>[a-z][a-z ]*?)\s+(?:to|in|into|as)\s+"
+    r"(?P<target>[a-z][a-z ]*)$"
+)
+
+
 def calculate(expression: str) -> ToolResult:
+    text = expression.strip()
+    conversion = _CONVERSION.match(text)
     try:
-        value = evaluate(expression)
-    except CalculatorError as exc:
+        if conversion is None:
+            return ToolResult(f"{text} = {format_number(evaluate(text))}")
+        amount = evaluate(conversion["amount"])
+        value, unit, target = convert(float(amount), conversion["unit"], conversion["target"])
+    except (CalculatorError, UnitError) as exc:
         return ToolResult(f"Error: {exc}", is_error=True)
-    return ToolResult(f"{expression.strip()} = {format_number(value)}")
+    rounded = format_number(float(format(value, ".10g")))
+    return ToolResult(f"{format_number(amount)} {unit} = {rounded} {target}")
 
 
 def build(config: dict[str, Any], context: ToolContext) -> list[Tool]:
@@ -215,14 +243,17 @@ def build(config: dict[str, Any], context: ToolContext) -> list[Tool]:
                 "Evaluate an arithmetic expression exactly: + - * / // % ** and parentheses, "
                 "constants pi, e, tau, and functions sqrt, sin, cos, tan, asin, acos, atan, "
                 "log (natural, or log(x, base)), log10, log2, exp, floor, ceil, factorial, "
-                "abs, round, min, max, degrees, radians. Angles are in radians."
+                "abs, round, min, max, degrees, radians. Angles are in radians; '12% of 80' is a "
+                "percentage; '5 feet to cm' converts units."
             ),
             parameters={
                 "type": "object",
                 "properties": {
                     "expression": {
                         "type": "string",
-                        "description": "e.g. 'sqrt(2) * (3 + 4)**2' or 'factorial(20) / 7'",
+                        "description": (
+                            "e.g. 'sqrt(2) * (3 + 4)**2', '20% of 50' or '3 cups to ml'"
+                        ),
                         "pattern": EXPRESSION_PATTERN,
                     }
                 },
