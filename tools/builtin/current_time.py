@@ -7,6 +7,7 @@ know cities better than zone names, and small ones invent offsets ("UTC+01:59").
 from __future__ import annotations
 
 import functools
+import re
 from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, available_timezones
@@ -32,9 +33,14 @@ def _zone_index() -> dict[str, str]:
     return index
 
 
+# Words models add after a zone or city: "US/Eastern Timezone", "Tokyo time".
+_TRAILING_WORDS = re.compile(r"\s+(?:time\s*zone|time|zone|city)$")
+
+
 def zone_named(name: str) -> ZoneInfo | None:
     """The zone ``name`` means (an IANA name in any case, or its city part), else None."""
-    zone = _zone_index().get(" ".join(name.replace("_", " ").split()).lower())
+    key = " ".join(name.replace("_", " ").split()).lower()
+    zone = _zone_index().get(key) or _zone_index().get(_TRAILING_WORDS.sub("", key))
     return ZoneInfo(zone) if zone else None
 
 
