@@ -153,8 +153,9 @@ class LLMModel(models.Model):
         default=False,
         help_text=(
             "For models of a few hundred million parameters (the bundled one): a short "
-            "prompt with worked examples, actions without a reasoning field, the answer due "
-            "after a tool call that worked, and never routed to plan mode by Auto."
+            "prompt with worked examples, actions without a reasoning field, one tool call "
+            "whose result (or failure) is the answer, and ReAct mode even when Plan or Auto "
+            "is chosen."
         ),
     )
     roles = models.JSONField(default=list, blank=True)

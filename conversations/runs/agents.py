@@ -20,6 +20,8 @@ from engine.plan import PlanAgent, choose_mode
 
 logger = logging.getLogger(__name__)
 
+SMALL_MODEL_NO_PLAN = "Plan mode needs a larger model: this small model answers step by step."
+
 
 @dataclass
 class RunModels:
@@ -79,13 +81,13 @@ async def agent_for(
 ) -> ReActAgent | PlanAgent:
     """The agent for the run's mode; Auto asks the fast model (any failure: ReAct).
 
-    Auto runs a small model in ReAct mode without asking: its plans are nonsense steps
-    that take minutes each. Plan mode chosen by the user stays plan mode.
+    A small model runs in ReAct mode whatever was asked, and the ``routed`` phase says
+    why: its plans are nonsense steps that take minutes each.
     """
     mode = models.mode
-    if mode == AgentMode.AUTO and small_model:
+    if mode != AgentMode.REACT and small_model:
         mode = AgentMode.REACT
-        await on_event(Phase("routed", {"mode": mode}))
+        await on_event(Phase("routed", {"mode": mode, "reason": SMALL_MODEL_NO_PLAN}))
     elif mode == AgentMode.AUTO:
         assert models.registry is not None
         router = models.registry.get_by_role("fast")

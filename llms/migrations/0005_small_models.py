@@ -10,16 +10,19 @@ def mark_the_bundled_model_small(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('llms', '0004_roleassignment'),
+        ("llms", "0004_roleassignment"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='llmmodel',
-            name='small',
-            field=models.BooleanField(default=False, help_text='For models of a few hundred million parameters (the bundled one): a short prompt with worked examples, actions without a reasoning field, the answer due after a tool call that worked, and never routed to plan mode by Auto.', verbose_name='small model'),
+            model_name="llmmodel",
+            name="small",
+            field=models.BooleanField(
+                default=False,
+                help_text="For models of a few hundred million parameters (the bundled one): a short prompt with worked examples, actions without a reasoning field, one tool call whose result (or failure) is the answer, and ReAct mode even when Plan or Auto is chosen.",
+                verbose_name="small model",
+            ),
         ),
         migrations.RunPython(mark_the_bundled_model_small, migrations.RunPython.noop),
     ]

@@ -196,21 +196,24 @@ async def test_auto_routes_a_plain_question_to_react(http, sse, token, chat_mode
     assert events[-1].data["answer"] == "Hello! How can I help?"
 
 
-async def test_auto_runs_a_small_model_in_react_mode_without_asking(
-    http, sse, token, chat_model, llm_server
+@pytest.mark.parametrize("mode", ["auto", "plan"])
+async def test_a_small_model_runs_in_react_mode_and_says_why(
+    mode, http, sse, token, chat_model, llm_server
 ):
-    """A 135M model's plans are nonsense steps of minutes each: Auto never routes it."""
+    """A 135M model's plans are nonsense steps of minutes each: it is never given one."""
     chat_model.small = True
     await chat_model.asave(update_fields=["small"])
     llm_server.push("Hello! How can I help?")
-    conversation = await start(http, "Compare three cities in detail", mode="auto")
+    conversation = await start(http, "Compare three cities in detail", mode=mode)
 
     stream = await sse(f"/api/conversations/{conversation['id']}/events", token=token)
     events = await stream.events_until(is_done, timeout=20)
 
-    assert events[0].data == {"phase": "routed", "mode": "react"}
+    assert events[0].data["phase"] == "routed" and events[0].data["mode"] == "react"
+    assert "larger model" in events[0].data["reason"]
     assert events[-1].data["answer"] == "Hello! How can I help?"
     assert not [r for r in llm_server.requests if prompts.ROUTER_SYSTEM_PROMPT[:60] in text(r)]
+    assert not [e for e in events if e.event == "step_progress"]
 
 
 async def test_a_follow_up_mid_plan_skips_what_has_not_started_and_replans(
