@@ -12,10 +12,10 @@ from tools.models import ToolConfig
 from tools.network import public_network_problem
 from tools.registry import ToolContext
 from tools.services import (
-    tools_available_for_user,
-    tools_for_user,
     toolconfig_sync,
     toolconfig_update,
+    tools_available_for_user,
+    tools_for_user,
 )
 
 
