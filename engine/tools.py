@@ -97,7 +97,7 @@ class Tool:
     requires_confirmation: bool = False  # every call waits for the user's approval
     # Per call: why this call needs approval (e.g. a non-GET request), or None.
     confirm_if: Callable[[dict[str, Any]], str | None] | None = None
-    example: ToolExample | None = None  # shown to models marked small (engine.prompts)
+    examples: tuple[ToolExample, ...] = ()  # shown to models marked small (engine.prompts)
 
     def confirmation_reason(self, arguments: dict[str, Any]) -> str | None:
         """Why this call must wait for the user's approval, or None if it need not."""
@@ -247,8 +247,8 @@ class ToolRegistry:
         return "\n".join(lines)
 
     def examples(self) -> list[tuple[str, ToolExample]]:
-        """(tool name, example) of every tool that has one."""
-        return [(t.name, t.example) for t in self._tools.values() if t.example is not None]
+        """(tool name, example) of every tool's examples, in registry order."""
+        return [(t.name, example) for t in self._tools.values() for example in t.examples]
 
     def to_compact_catalog(self) -> str:
         """One short line per tool, no schemas: the input of the tool-selection call."""

@@ -30,7 +30,7 @@ DOUBLE = Tool(
         "required": ["number"],
     },
     func=double,
-    example=ToolExample(request="Twice 21?", arguments={"number": 21}),
+    examples=(ToolExample(request="Twice 21?", arguments={"number": 21}),),
 )
 NO_EXAMPLE = Tool(
     name="echo",

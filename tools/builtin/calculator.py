@@ -261,9 +261,10 @@ def build(config: dict[str, Any], context: ToolContext) -> list[Tool]:
             },
             func=calculate,
             timeout=10.0,
-            example=ToolExample(
-                request="What is 6 times 7, plus 5?",
-                arguments={"expression": "6 * 7 + 5"},
+            examples=(
+                ToolExample("What is 6 times 7, plus 5?", {"expression": "6 * 7 + 5"}),
+                ToolExample("What is 20% of 50?", {"expression": "20% of 50"}),
+                ToolExample("How many cm is 5 feet?", {"expression": "5 feet to cm"}),
             ),
         )
     ]

@@ -89,10 +89,7 @@ def build(config: dict[str, Any], context: ToolContext) -> list[Tool]:
             },
             func=run,
             timeout=5.0,
-            example=ToolExample(
-                request="What time is it in Berlin?",
-                arguments={"timezone": "Europe/Berlin"},
-            ),
+            examples=(ToolExample("What time is it in Berlin?", {"timezone": "Europe/Berlin"}),),
         )
     ]
 
