@@ -45,7 +45,9 @@ commit other than the working tree's.
 ``GET /api/models``), so a real provider can be compared on the same tasks; ``--only``
 picks tasks by name (comma-separated, or repeated), ``--timeout`` is per message
 (default 240 s; a run still going then is stopped with ``POST /api/runs/<id>/cancel``),
-``--json FILE`` writes every result, event timings and answers included.
+``--json FILE`` writes every result, event timings and answers included; ``--record
+FILE`` the short score the chat page's notice for the bundled model shows (pass rate,
+per category, median first word), e.g. ``--serve --record llms/bundled_model_score.json``.
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
+SCORE_FILE = "llms/bundled_model_score.json"
 LOOPBACK = "127.0.0.1"
 
 # ---------------------------------------------------------------------- answer parsing
@@ -1060,6 +1063,18 @@ def run_suite(args: argparse.Namespace, base_url: str, token: str) -> int:
         }
         Path(args.json).write_text(json.dumps(report, indent=2, ensure_ascii=False, default=str))
         print(f"results written to {args.json}")
+    if args.record:
+        score = {
+            "model": model_name,
+            "measured_on": dt.datetime.fromtimestamp(started, dt.UTC).date().isoformat(),
+            "commit": args.commit or _commit(args.serve_root if args.serve else ROOT),
+            "passed": summary["passed"],
+            "tasks": summary["tasks"],
+            "median_first_word_s": summary["median_first_word_s"],
+            "by_category": summary["by_category"],
+        }
+        Path(args.record).write_text(json.dumps(score, indent=2) + "\n")
+        print(f"score recorded in {args.record} (the chat page's notice shows it)")
     return 0
 
 
@@ -1093,6 +1108,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", default=[], help="task names, comma-separated")
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds per message")
     parser.add_argument("--json", help="write the results to this file")
+    parser.add_argument(
+        "--record",
+        metavar="FILE",
+        help=f"write the score the demo notice shows (for the bundled model: {SCORE_FILE})",
+    )
+    parser.add_argument("--commit", default="", help="the commit measured, for --record")
     parser.add_argument("--list", action="store_true", help="list the tasks and exit")
     args = parser.parse_args(argv)
 
