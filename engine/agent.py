@@ -235,8 +235,8 @@ class ReActAgent:
         # setting for models whose answers after tools are poor): engine.answer.
         self.rewrite_answer = rewrite_answer
         # A model marked small gets JSON mode's short prompt with worked examples, replies
-        # without a reasoning field (engine.prompts.small_json_system_prompt), and the
-        # result of a tool call that worked as its answer.
+        # without a reasoning field (engine.prompts.small_json_system_prompt), and one tool
+        # call whose result, or failure, is its answer.
         self.small_model = small_model
 
     @property
@@ -519,16 +519,18 @@ class ReActAgent:
         return json_response_format(abilities, ACTION_FORMAT_NAME, schema)
 
     def _json_turn_kwargs(self, run: _Run, chat_kwargs: dict[str, Any]) -> dict[str, Any]:
-        """Where the grammar narrows a schema-constrained model's next reply.
+        """A schema-constrained model that just repeated a call loses that tool for a turn.
 
-        A model that just repeated a call loses that tool for a turn: small models loop on
-        the same call instead of answering, and the grammar can break the loop (the next
-        reply is another tool or the final answer, only the answer when that was the only
-        tool).
+        Small models loop on the same call instead of answering; with constrained output
+        the grammar can break the loop: the next reply must be another tool or the final
+        answer (only the final answer when that was the only tool).
         """
-        if not (self.llm.abilities.get("json_schema") and "response_format" in chat_kwargs):
-            return chat_kwargs
-        if run.last_call is None or run.last_call_count < MAX_IDENTICAL_CALLS:
+        if not (
+            self.llm.abilities.get("json_schema")
+            and "response_format" in chat_kwargs
+            and run.last_call is not None
+            and run.last_call_count >= MAX_IDENTICAL_CALLS
+        ):
             return chat_kwargs
         repeated = run.last_call[0]
         others = run.tools.filter_by_names(n for n in run.tools.names() if n != repeated)

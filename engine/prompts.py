@@ -96,8 +96,8 @@ You are a helpful assistant. Tools you can call:
 Reply with one JSON object.
 To call a tool: {{"type": "tool_call", "tool_name": "<tool>", "tool_args": {{...}}}}
 To answer: {{"type": "final_answer", "answer": "<your answer>"}}
-Use a tool only when the question needs it. If a tool returns an error, fix the \
-arguments or say that it failed; never make up a result.
+Use a tool only when the question needs it; the tool's result is then the answer. \
+Never make up a result.
 
 Examples:
 {examples}"""

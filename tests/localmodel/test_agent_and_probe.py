@@ -160,3 +160,46 @@ async def test_agent_run_in_json_schema_mode(local_server: ServerInfo):
     assert sum(1 for e in events if isinstance(e, AnswerDelta)) >= 2 and streamed == result.answer
     assert "{" not in streamed and '"answer"' not in streamed  # the field's text, not JSON
     assert isinstance(events[-1], Done)
+
+
+SMALL_MODEL_QUESTIONS = [
+    "What is 17 * 23?",
+    "What time is it in Tokyo right now?",
+    "What is the capital of France?",
+    "What time is it in the city of Qwertyuiopville?",
+]
+
+
+@pytest.mark.parametrize("question", SMALL_MODEL_QUESTIONS)
+async def test_a_small_models_answer_is_a_tool_result_or_its_own_never_a_retelling(
+    local_server: ServerInfo, question: str
+):
+    """Whatever the 135M model picks, the answer is the tool's own words (or says the tool
+    failed), or a direct answer: never a retold result, scaffolding or an entity."""
+    from tools.builtin import calculator, current_time
+    from tools.registry import ToolContext
+
+    llm = make_llm(
+        local_server,
+        abilities={"json_mode": True, "json_schema": True, "json_schema_dialect": "llamacpp"},
+        max_tokens=160,
+    )
+    tools = [*calculator.build({}, ToolContext()), *current_time.build({}, ToolContext())]
+    agent = ReActAgent(llm, ToolRegistry(tools), max_iterations=4, small_model=True)
+    try:
+        result = await agent.run(question)
+    finally:
+        await llm.aclose()
+
+    assert result.status == "succeeded" and len(result.steps) <= 1, result.answer
+    if result.steps:
+        step = result.steps[0]
+        expected = (
+            step.observation
+            if step.error is None
+            else f"The {step.tool_name} tool could not answer this: {step.error}"
+        )
+        assert result.answer == expected
+    for debris in ("&#", "&amp;", "&lt;", "## Question", "### Step", '"answer"'):
+        assert debris not in result.answer
+    assert result.answer.strip() and result.answer[0] not in "}],"
