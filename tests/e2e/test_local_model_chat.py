@@ -27,7 +27,7 @@ model_upsert(
     provider=provider, model_id="SmolLM2", display_name="SmolLM2 135M (offline demo)",
     abilities={"json_mode": True, "json_schema": True, "json_schema_dialect": "llamacpp",
                "streaming": True, "tool_call": False, "tool_choice": True},
-    context_window=8192, max_output_tokens=512,
+    context_window=8192, max_output_tokens=512, small=True,
 )
 """
 
