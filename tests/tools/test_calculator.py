@@ -140,3 +140,28 @@ async def test_impossible_conversions_say_why(expression, message):
     (tool,) = build({}, ToolContext())
     failed = await tool.invoke({"expression": expression})
     assert failed.is_error and message in failed.content
+
+
+@pytest.mark.parametrize(
+    ("expression", "result"),
+    [
+        ("2025-01-20 + 10 days", "2025-01-20 + 10 days = 2025-01-30 (Thursday)"),
+        ("2024-03-01 - 1 day", "2024-03-01 - 1 day = 2024-02-29 (Thursday)"),
+        ("2025-12-25 + 2 weeks", "2025-12-25 + 2 weeks = 2026-01-08 (Thursday)"),
+        ("weekday of 2024-02-29", "2024-02-29 is a Thursday"),
+        ("2000-01-01", "2000-01-01 is a Saturday"),
+        ("days between 2025-01-01 and 2025-03-01", "From 2025-01-01 to 2025-03-01: 59 days"),
+    ],
+)
+async def test_dates(expression, result):
+    (tool,) = build({}, ToolContext())
+    assert tool.validation_error({"expression": expression}) is None
+    answered = await tool.invoke({"expression": expression})
+    assert answered.content == result and not answered.is_error
+
+
+async def test_an_impossible_date_says_so():
+    (tool,) = build({}, ToolContext())
+    failed = await tool.invoke({"expression": "2027-02-30 + 1 day"})
+    assert failed.is_error and "2027-02-30 is not a date" in failed.content
+    assert (await tool.invoke({"expression": "2024 - 1 - 2"})).content == "2024 - 1 - 2 = 2021"

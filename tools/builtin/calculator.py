@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine import Tool, ToolExample, ToolResult
+from tools.dates import DateError, date_result
 from tools.registry import ToolContext, ToolSpec, register
 from tools.units import UnitError, convert
 
@@ -225,11 +226,13 @@ def calculate(expression: str) -> ToolResult:
     text = expression.strip()
     conversion = _CONVERSION.match(text)
     try:
+        if (on_dates := date_result(text)) is not None:
+            return ToolResult(on_dates)
         if conversion is None:
             return ToolResult(f"{text} = {format_number(evaluate(text))}")
         amount = evaluate(conversion["amount"])
         value, unit, target = convert(float(amount), conversion["unit"], conversion["target"])
-    except (CalculatorError, UnitError) as exc:
+    except (CalculatorError, UnitError, DateError) as exc:
         return ToolResult(f"Error: {exc}", is_error=True)
     rounded = format_number(float(format(value, ".10g")))
     return ToolResult(f"{format_number(amount)} {unit} = {rounded} {target}")
@@ -244,7 +247,8 @@ def build(config: dict[str, Any], context: ToolContext) -> list[Tool]:
                 "constants pi, e, tau, and functions sqrt, sin, cos, tan, asin, acos, atan, "
                 "log (natural, or log(x, base)), log10, log2, exp, floor, ceil, factorial, "
                 "abs, round, min, max, degrees, radians. Angles are in radians; '12% of 80' is a "
-                "percentage; '5 feet to cm' converts units."
+                "percentage; '5 feet to cm' converts units; '2025-01-20 + 10 days' and "
+                "'weekday of 2024-02-29' work on dates."
             ),
             parameters={
                 "type": "object",
