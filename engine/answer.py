@@ -162,7 +162,8 @@ async def _rewrite(
     ]
     if guard is not None:
         messages = await guard.check_and_compact(messages, hint="general")
-    yielded, text, counted = False, "", False
+    shown: list[str] = []
+    counted = False
     try:
         async with contextlib.aclosing(stream_deltas(llm, messages, cancel=cancel)) as deltas:
             try:
@@ -170,19 +171,19 @@ async def _rewrite(
                     if delta.usage is not None:
                         result.usage, counted = result.usage + delta.usage, True
                     if delta.content:
-                        yielded, text = True, text + delta.content
+                        shown.append(delta.content)
                         yield delta.content
             finally:
                 if not counted and result.status == INCOMPLETE:  # cut by _capped
-                    result.usage = result.usage + cut_usage(messages, text)
+                    result.usage = result.usage + cut_usage(messages, "".join(shown))
     except LLMError as exc:
-        if yielded:
+        if shown:
             logger.warning("rewrite failed midway, keeping the partial answer: %s", exc)
             result.status = INCOMPLETE
             result.error = "The model's server stopped sending the answer partway."
             return
         logger.warning("rewrite failed, keeping the loop's answer: %s", exc)
-    if not yielded and result.answer:
+    if not shown and result.answer:
         result.error = REWRITE_FAILED
         yield result.answer
 
