@@ -3,16 +3,16 @@
 A model offered ``web_fetch`` on a machine without internet calls it for arithmetic and
 collects connection errors. The check resolves and connects to one public host
 (``AGENTSITE_NETWORK_PROBE``), with a short timeout, and is remembered for a few minutes
-so run set-up does not pay for it each time.
+in the site's cache (shared by every process in team mode) so run set-up does not pay for
+it each time.
 """
 
 from __future__ import annotations
 
 import socket
-import threading
-import time
 
 from django.conf import settings
+from django.core.cache import cache
 
 __all__ = ["NETWORK_UNREACHABLE", "public_network_problem"]
 
@@ -20,9 +20,6 @@ CONNECT_TIMEOUT = 1.5
 REMEMBER_REACHABLE = 300.0
 REMEMBER_UNREACHABLE = 60.0  # a network that comes back is noticed within a minute
 NETWORK_UNREACHABLE = "the public internet is not reachable from this server"
-
-_lock = threading.Lock()
-_verdicts: dict[str, tuple[float, str]] = {}  # probe -> (valid until, problem or "")
 
 
 def public_network_problem() -> str:
@@ -33,15 +30,12 @@ def public_network_problem() -> str:
     if mode == "off":
         return "AGENTSITE_TOOLS_NETWORK is off"
     probe = str(getattr(settings, "AGENTSITE_NETWORK_PROBE", "example.com:443"))
-    now = time.monotonic()
-    with _lock:
-        cached = _verdicts.get(probe)
-        if cached is not None and cached[0] > now:
-            return cached[1]
+    key = f"tools:network:{probe}"
+    cached = cache.get(key)
+    if cached is not None:
+        return str(cached)
     problem = _connect_problem(probe)
-    keep = REMEMBER_UNREACHABLE if problem else REMEMBER_REACHABLE
-    with _lock:
-        _verdicts[probe] = (now + keep, problem)
+    cache.set(key, problem, REMEMBER_UNREACHABLE if problem else REMEMBER_REACHABLE)
     return problem
 
 

@@ -81,3 +81,12 @@ def test_http_request_without_endpoints_is_shown_as_unconfigured(client, staff_u
     client.force_login(staff_user)
     listing = client.get(reverse("admin:tools_toolconfig_changelist")).content.decode()
     assert "no endpoint is configured" in listing
+
+
+def test_the_verdict_is_remembered_so_runs_do_not_probe_each_time(settings):
+    """Checked once per few minutes (in the site's cache), not on every run's set-up."""
+    settings.AGENTSITE_TOOLS_NETWORK = "auto"
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        settings.AGENTSITE_NETWORK_PROBE = f"127.0.0.1:{server.getsockname()[1]}"
+        assert public_network_problem() == ""
+    assert public_network_problem() == ""  # closed now, still the remembered verdict
