@@ -224,10 +224,10 @@ _CONVERSION = re.compile(
 
 def calculate(expression: str) -> ToolResult:
     text = expression.strip()
-    conversion = _CONVERSION.match(text)
     try:
         if (on_dates := date_result(text)) is not None:
             return ToolResult(on_dates)
+        conversion = _CONVERSION.match(text)
         if conversion is None:
             return ToolResult(f"{text} = {format_number(evaluate(text))}")
         amount = evaluate(conversion["amount"])
