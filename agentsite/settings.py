@@ -43,7 +43,7 @@ INSTALLED_APPS = [
     "llms",
     "tools",
     "conversations",
-    "axes",  # login lock-out (conversations/lockout.py)
+    "axes",  # login lock-out (conversations/accounts/lockout.py)
 ]
 
 MIDDLEWARE = [
@@ -202,14 +202,14 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 LOGIN_URL = "login"
 # Axes first: it refuses a locked-out login before the password is checked. Then the
-# ModelBackend with each request's user read through the cache (conversations/users.py).
+# ModelBackend with each request's user read through the cache (conversations/accounts/users.py).
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "conversations.users.CachedUserBackend",
+    "conversations.accounts.users.CachedUserBackend",
 ]
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"
-# Lock-out (django-axes, conversations/lockout.py): after this many failed logins for one
+# Lock-out (django-axes, conversations/accounts/lockout.py): after this many failed logins for one
 # username from one address, that pair is refused until the cool-off passes without a
 # try; failed API tokens count per address. Admins unlock in the admin (Axes > Access
 # attempts) or with `manage.py axes_reset_username` / `axes_reset_ip` / `axes_reset`.
@@ -219,7 +219,7 @@ AXES_FAILURE_LIMIT = AGENTSITE_LOGIN_FAILURE_LIMIT
 AXES_COOLOFF_TIME = timedelta(minutes=AGENTSITE_LOGIN_COOLOFF_MINUTES)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True  # a login clears that username and address's failures
-AXES_LOCKOUT_CALLABLE = "conversations.lockout.lockout_response"
+AXES_LOCKOUT_CALLABLE = "conversations.accounts.lockout.lockout_response"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env.str("TIME_ZONE", default="UTC")

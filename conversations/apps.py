@@ -10,6 +10,6 @@ class ConversationsConfig(AppConfig):
     verbose_name = "Conversations"
 
     def ready(self) -> None:
-        from conversations import users
+        from conversations.accounts import users
 
         users.connect_signals()

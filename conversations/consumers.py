@@ -5,7 +5,7 @@ the owner: leave the group and close), ``accept()`` last. The catch-up re-render
 run with events after the page's last one (``?after=N``) as one idempotent block; live
 frames numbered at or below what was caught up are dropped. A live frame numbered past
 it means events were sent before the socket joined and not yet logged: once they are, the
-runs are caught up again (:func:`conversations.eventlog.read_through`); and the log is
+runs are caught up again (:func:`conversations.history.eventlog.read_through`); and the log is
 read once more shortly after a connect while a run is active, for such events when no
 frame follows them. A reconnect never loses or doubles anything.
 """
@@ -19,7 +19,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 
 from agentsite.converters import DB_ID_MAX
 from conversations import selectors
-from conversations.eventlog import REREAD_AFTER, read_through
+from conversations.history.eventlog import REREAD_AFTER, read_through
 from conversations.runs.db import db
 from conversations.runs.publisher import conversation_group
 

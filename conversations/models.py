@@ -32,9 +32,10 @@ class Conversation(models.Model):
     )
     archived = models.BooleanField(default=False)
     mode = models.CharField(max_length=8, choices=AgentMode.choices, default=AgentMode.REACT)
-    # Hands out per-conversation message numbers under the row's lock (conversations.numbering).
+    # Hands out per-conversation message numbers under the row's lock
+    # (conversations.history.numbering).
     last_message_seq = models.PositiveIntegerField(default=0)
-    # Event numbers up to here are handed out (conversations.numbering): a number is never
+    # Event numbers up to here are handed out (conversations.history.numbering): a number is never
     # given twice, even when its event was sent but never written (its process died).
     event_seq_reserved = models.PositiveBigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -108,7 +109,7 @@ class Run(models.Model):
     trigger_message = models.ForeignKey(
         Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    # The conversation is a tree of runs (conversations.tree): a run continues the branch
+    # The conversation is a tree of runs (conversations.branches.tree): a run continues the branch
     # whose last run is ``parent`` (none: it answers a first question). Runs with the same
     # parent are alternatives: edits of the question (other trigger messages) or
     # regenerated answers (the same trigger message).

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 from django.db.models import Q, QuerySet
 from django.shortcuts import get_object_or_404
 
+from conversations.branches.tree import RunTree, path_filter
+from conversations.history.numbering import last_event_seq, last_event_seq_of
 from conversations.models import Conversation, Message, Run, RunEvent
-from conversations.numbering import last_event_seq, last_event_seq_of
-from conversations.tree import RunTree, path_filter
 
 if TYPE_CHECKING:
-    from conversations.rendering import RunView
+    from conversations.pages.rendering import RunView
 
 Entry = tuple[int, int, str, dict[str, Any]]  # (seq, run_id, channel, payload)
 
@@ -120,7 +120,7 @@ def _run_item(
     run: Run, events_by_run: dict, answers: dict[int, Message], run_messages: list[Message]
 ) -> dict:
     """A run of the timeline, from what the page already read (no query per run)."""
-    from conversations.rendering import build_run_view
+    from conversations.pages.rendering import build_run_view
 
     events = sorted(events_by_run.get(run.pk, []), key=lambda e: e[0])
     # Delivered follow-ups in delivery order, as runs.publisher.run_inject_ids reads them.
@@ -167,7 +167,7 @@ class _PendingInject:
     """Adapter so the template renders a follow-up without an event like an inject item."""
 
     def __init__(self, message, delivered: bool) -> None:
-        from conversations.rendering import StepItem
+        from conversations.pages.items import StepItem
 
         self.as_inject_item = StepItem(
             kind="inject", text=message.content, dom_id=f"inject-{message.pk}",
@@ -195,7 +195,7 @@ def socket_catch_up(
 
 def catch_up_frames(*, conversation_id: int, after_seq: int) -> tuple[list[str], int]:
     """Frames re-rendering every run with events after ``after_seq``; and the seq reached."""
-    from conversations.rendering import build_run_view, render_run_block
+    from conversations.pages.rendering import build_run_view, render_run_block
     from conversations.runs.publisher import run_inject_ids
 
     newer = events_after(conversation_id, after_seq)

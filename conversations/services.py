@@ -14,11 +14,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from agentsite.errors import ApplicationError
+from conversations.branches.tree import RunTree
+from conversations.history.numbering import next_message_seq
 from conversations.models import AgentMode, Conversation, Message, Run, RunEvent, ToolApproval
-from conversations.numbering import next_message_seq
 from conversations.runs import control, launcher, lifecycle
 from conversations.runs.publisher import publish_events_sync
-from conversations.tree import RunTree
 from engine.events import AgentEvent, ErrorEvent
 
 logger = logging.getLogger(__name__)
@@ -244,7 +244,7 @@ def run_retry(*, run: Run, user) -> Run:
     it (the attempt stays, one click away)."""
     if run.status not in Run.RETRYABLE_STATUSES or run.trigger_message_id is None:
         raise ApplicationError("Only a failed, stopped or incomplete answer can be retried.")
-    from conversations.branching import run_regenerate
+    from conversations.branches.branching import run_regenerate
 
     return run_regenerate(run=run, user=user)
 

@@ -2,7 +2,9 @@ from __future__ import annotations
 
 from django.urls import path
 
-from conversations import branch_views, share_views, views
+from conversations import views
+from conversations.branches import views as branch_views
+from conversations.transfer import views as share_views
 
 urlpatterns = [
     path("", views.conversation_list, name="conversation_list"),

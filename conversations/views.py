@@ -16,13 +16,13 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from agentsite.errors import ApplicationError
 from conversations import selectors, services
+from conversations.branches.tree import Siblings
 from conversations.models import AgentMode
-from conversations.rendering import RunView, StepItem, render_run_block
+from conversations.pages.rendering import RunView, StepItem, render_run_block
+from conversations.pages.sidebar import sidebar_page
 from conversations.runs import lifecycle
 from conversations.runs.publisher import logged_run_view
-from conversations.sidebar import sidebar_page
 from conversations.starting import conversation_start
-from conversations.tree import Siblings
 
 PARTIALS = "conversations/partials.html"
 SIDEBAR = "conversations/sidebar.html"

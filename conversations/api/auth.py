@@ -6,7 +6,7 @@
   revoked token is refused (401) even if a session cookie is present. Without the header
   the browser session is used. Anonymous requests get 401 JSON, never a login redirect.
 - Failed tokens count against the client's address: past the limit every bearer request
-  from it is refused (429) for a while (:mod:`conversations.lockout`).
+  from it is refused (429) for a while (:mod:`conversations.accounts.lockout`).
 - Bearer requests need no CSRF token (a cross-site page cannot set that header);
   session-authenticated unsafe requests must pass Django's CSRF check, as forms do.
 - Each client (token, or user for sessions) is rate limited (429 with Retry-After).
@@ -25,7 +25,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 
 from agentsite.errors import ApplicationError
-from conversations import lockout
+from conversations.accounts import lockout
 from conversations.api import ratelimit
 from conversations.api.tokens import token_verify
 

@@ -5,8 +5,8 @@
   read; Django refuses a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` the same way
   (``RequestDataTooBig``), also a 413. The settings derive both from the message limit.
 - JSON the database can't store (lone surrogates, nesting deeper than
-  :data:`~conversations.jsoninput.MAX_DEPTH`; no field of the API nests) is a 400
-  (:mod:`conversations.jsoninput`).
+  :data:`~conversations.transfer.jsoninput.MAX_DEPTH`; no field of the API nests) is a 400
+  (:mod:`conversations.transfer.jsoninput`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from django.http import HttpRequest
 
 from agentsite.errors import ApplicationError
 from conversations import services
-from conversations.jsoninput import MAX_DEPTH, UnstorableJSON, loads_storable
+from conversations.transfer.jsoninput import MAX_DEPTH, UnstorableJSON, loads_storable
 
 __all__ = ["MAX_DEPTH", "body_max_bytes", "read_body", "read_json_object"]
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from conversations.exporting import EXPORT_FORMAT, EXPORT_VERSION
 from conversations.models import Message, Run
+from conversations.transfer.exporting import EXPORT_FORMAT, EXPORT_VERSION
 
 __all__ = ["EXPORT_DOCUMENT", "SHARE", "sharing_paths"]
 

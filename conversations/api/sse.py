@@ -3,7 +3,7 @@
 The stream joins the conversation's group, then replays the log after the client's last
 event id, then forwards live frames: live frames already replayed are dropped by number,
 and events sent before the join but not yet logged are waited for in the log
-(:func:`conversations.eventlog.read_through`), so nothing is missed.
+(:func:`conversations.history.eventlog.read_through`), so nothing is missed.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from conversations import selectors
 from conversations.api.auth import api_view
 from conversations.api.params import whole_number
-from conversations.eventlog import REREAD_AFTER, read_through
+from conversations.branches.tree import RunTree
+from conversations.history.eventlog import REREAD_AFTER, read_through
+from conversations.history.numbering import last_event_seq
 from conversations.models import Run, RunEvent
-from conversations.numbering import last_event_seq
 from conversations.runs.db import DATABASE_OUTAGES, db
 from conversations.runs.publisher import Entry, conversation_group
-from conversations.tree import RunTree
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ def sse_frame(seq: int, channel: str, payload: Any, branch: dict | None = None) 
 
 class BranchLabels:
     """Which branch an event belongs to: its run, and the run that run continues (the
-    conversation's tree, :mod:`conversations.tree`), read again when a new run appears."""
+    conversation's tree, :mod:`conversations.branches.tree`), read again when a new run appears."""
 
     def __init__(self, conversation_id: int) -> None:
         self.conversation_id = conversation_id

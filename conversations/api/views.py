@@ -14,13 +14,14 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 
 from agentsite.errors import ApplicationError
-from conversations import branching, selectors, services
+from conversations import selectors, services
 from conversations.api.auth import api_view, json_error
 from conversations.api.body import read_json_object
 from conversations.api.params import DB_ID_MAX, whole_number
+from conversations.branches import branching
+from conversations.branches.tree import RunTree
+from conversations.history.numbering import last_event_seq
 from conversations.models import CompactionSummary, Conversation, Message, Run
-from conversations.numbering import last_event_seq
-from conversations.tree import RunTree
 
 LIST_LIMIT_DEFAULT = 100
 LIST_LIMIT_MAX = 500

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.conf import settings
 
-from conversations import compaction
+from conversations.history import compaction
 from conversations.models import Message, Run
 from conversations.runs import lifecycle
 from conversations.runs.agents import RunModels, agent_for, run_models

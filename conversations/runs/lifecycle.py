@@ -13,8 +13,12 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from conversations.history.numbering import (
+    last_event_seq_of,
+    next_message_seq,
+    reserve_event_numbers,
+)
 from conversations.models import Conversation, Message, Run
-from conversations.numbering import last_event_seq_of, next_message_seq, reserve_event_numbers
 from conversations.runs.approvals import approvals_expire_open
 from conversations.runs.publisher import (
     Entry,

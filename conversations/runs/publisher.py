@@ -7,9 +7,9 @@ durable before work goes on (a tool call about to run, the end of a run) are wri
 once. The log is the only store of events. A reader joins the group, reads the log, and
 drops live frames it already read (by number). Each frame also names the number of the
 conversation's event before it (``prev``; numbers have gaps, see
-:mod:`conversations.numbering`): a frame whose ``prev`` is past what the reader read means
+:mod:`conversations.history.numbering`): a frame whose ``prev`` is past what the reader read means
 events were sent before it joined and not yet written, and it waits for them to reach the
-log (:func:`conversations.eventlog.read_through`).
+log (:func:`conversations.history.eventlog.read_through`).
 
 Text deltas (the answer's, a step's thought) are coalesced: a run has at most one delta
 frame being sent; the deltas that arrive meanwhile go out together in the next one, at
@@ -30,13 +30,13 @@ from typing import Any, ClassVar
 from channels.layers import get_channel_layer
 from django.db import transaction
 
-from conversations.models import Conversation, Message, Run, RunEvent
-from conversations.numbering import (
+from conversations.history.numbering import (
     last_event_seq,
     release_event_numbers,
     reserve_event_numbers,
 )
-from conversations.rendering import RunView, build_run_view
+from conversations.models import Conversation, Message, Run, RunEvent
+from conversations.pages.rendering import RunView, build_run_view
 from conversations.runs import loops
 from conversations.runs.db import db, log_db, patiently
 from conversations.runs.pacing import pacer

@@ -22,7 +22,7 @@ SCRIPT = textwrap.dedent(
 
     from conversations import services
     from conversations.models import Message, Run, RunEvent
-    from conversations.numbering import last_event_seq, next_message_seq
+    from conversations.history.numbering import last_event_seq, next_message_seq
     from conversations.runs import lifecycle
     from conversations.runs.publisher import write_events
 

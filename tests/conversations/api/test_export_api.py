@@ -8,7 +8,7 @@ import pytest
 
 from conversations.models import Conversation, Message, Run, SharedLink
 from tests.conversations.api.conftest import JsonClient
-from tests.conversations.branches import build_tree
+from tests.conversations.branches.trees import build_tree
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.utils import timezone
 
-from conversations.lockout import TOKEN_USERNAME
+from conversations.accounts.lockout import TOKEN_USERNAME
 
 pytestmark = pytest.mark.django_db
 

@@ -14,8 +14,8 @@ from django.test import override_settings
 from django.utils import timezone
 
 from conversations import selectors, services
+from conversations.history.numbering import last_event_seq
 from conversations.models import Message, Run, RunEvent
-from conversations.numbering import last_event_seq
 from conversations.runs import execution, lifecycle
 from conversations.runs.execution import execute_run
 from conversations.runs.publisher import conversation_group, write_events

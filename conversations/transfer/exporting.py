@@ -1,6 +1,6 @@
 """Export a conversation as Markdown or JSON.
 
-The JSON export is the one format :mod:`conversations.importing` reads: ``format`` and
+The JSON export is the one format :mod:`conversations.transfer.importing` reads: ``format`` and
 ``version`` say so. It holds the selected branch (what the page shows) or the whole tree
 of runs (``tree=True``): every run with its parent and whether it is the one followed at
 its fork, so an import shows the same branch and keeps the others to switch to.
@@ -19,7 +19,7 @@ from django.utils.text import slugify
 from agentsite.errors import ApplicationError
 from conversations import selectors
 from conversations.models import Conversation, Message, Run, RunEvent
-from conversations.rendering import ToolCard, build_run_view
+from conversations.pages.rendering import ToolCard, build_run_view
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -58,7 +58,7 @@ def branch_load(conversation: Conversation) -> Branch:
     messages = selectors.branch_messages(conversation=conversation, tree=tree)
     runs_by_id = conversation.runs.select_related("model").in_bulk([n.run_id for n in path])
     seq_of = {m.pk: m.seq for m in messages}
-    # As conversations.tree.path_filter decides, but remembering which node asked.
+    # As conversations.branches.tree.path_filter decides, but remembering which node asked.
     wanted: dict[int, list[tuple[str, int, int]]] = {}
     for node in path:
         trigger_seq = seq_of.get(node.trigger_id, 0) if node.trigger_id else 0

@@ -1,4 +1,4 @@
-"""Import a JSON export (:mod:`conversations.exporting`) as a new conversation.
+"""Import a JSON export (:mod:`conversations.transfer.exporting`) as a new conversation.
 
 Anything that is not an export of a known ``format`` and ``version`` is refused before a
 row is written. Imported runs are finished records without events: their answers and
@@ -18,9 +18,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from agentsite.errors import ApplicationError
-from conversations.exporting import EXPORT_FORMAT, EXPORT_VERSION
-from conversations.jsoninput import MAX_DEPTH, UnstorableJSON, loads_storable
 from conversations.models import Conversation, Message, Run
+from conversations.transfer.exporting import EXPORT_FORMAT, EXPORT_VERSION
+from conversations.transfer.jsoninput import MAX_DEPTH, UnstorableJSON, loads_storable
 
 
 def import_max_bytes() -> int:

@@ -1,6 +1,6 @@
 """Plan mode on the page: the plan of each round, its steps as they run, the verdict.
 
-Part of :mod:`conversations.rendering`: a :class:`PlanTracker` belongs to a run's
+Part of :mod:`conversations.pages.rendering`: a :class:`PlanTracker` belongs to a run's
 ``RunView`` and turns the ``phase`` events of plan mode and the ``step_progress`` events
 into state and HTML frames. A step's row is rendered whole on each of its events (a step
 has a handful), addressed by a DOM id from its position in the plan, never from the id
@@ -13,13 +13,10 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from django.template.loader import render_to_string
-
-# rendering imports this module: its names are read when a frame is made, not at import.
-from conversations import rendering
+from conversations.pages.items import StepItem, ToolCard, partial
 
 if TYPE_CHECKING:
-    from conversations.rendering import RunView, ToolCard
+    from conversations.pages.rendering import RunView
 
 RESULT_PREVIEW_CHARS = 600
 
@@ -135,7 +132,7 @@ class PlanTracker:
             )
             self._pending_reason = ""
             self.rounds[number] = plan_round
-            item = rendering.StepItem(kind="plan", dom_id=dom, extra={"round": plan_round})
+            item = StepItem(kind="plan", dom_id=dom, extra={"round": plan_round})
             view.items.append(item)
             return view.append_item(item, render) + view.set_status(PHASE_TEXT[phase], render)
         if phase == "analyzed":
@@ -147,7 +144,7 @@ class PlanTracker:
                 "confidence": float(payload.get("confidence") or 0),
                 "reasoning": str(payload.get("reasoning") or ""),
             }
-            return _render("plan-verdict", {"round": plan_round, "oob": True}) if render else ""
+            return partial("plan-verdict", {"round": plan_round, "oob": True}) if render else ""
         return view.set_status(PHASE_TEXT[phase], render)
 
     def on_progress(self, view: RunView, payload: dict[str, Any], render: bool) -> str:
@@ -170,7 +167,7 @@ class PlanTracker:
             step.error = str(payload.get("error") or payload.get("reason") or "")
         elif event == "tool" and payload.get("status") == "start":
             self._cards += 1
-            card = rendering.ToolCard(
+            card = ToolCard(
                 dom_id=f"card-{self.run_id}-p{self._cards}",
                 iteration=int(payload.get("iteration") or step.iteration),
                 tool_name=str(payload.get("tool_name") or ""),
@@ -186,7 +183,7 @@ class PlanTracker:
                 card.error = payload.get("error")
                 card.elapsed = payload.get("iter_elapsed")
                 card.done = True
-        return _render("plan-step", {"step": step, "oob": True}) if render else ""
+        return partial("plan-step", {"step": step, "oob": True}) if render else ""
 
     def close(self) -> list[PlanStepView]:
         """The run ended: steps still waiting or running never will; those steps."""
@@ -203,7 +200,3 @@ class PlanTracker:
                     card.done, card.error = True, card.error or "[interrupted]"
             step.open_cards.clear()
         return unfinished
-
-
-def _render(name: str, context: dict[str, Any]) -> str:
-    return render_to_string(f"{rendering.PARTIALS}#{name}", context)

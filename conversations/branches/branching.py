@@ -1,5 +1,5 @@
 """Edit, regenerate and switch branches of a conversation (a tree of runs, see
-:mod:`conversations.tree`).
+:mod:`conversations.branches.tree`).
 
 Branch operations wait for the conversation's active run to end (the user stops it or
 lets it finish): a run answers the branch it started on, and a follow-up sent meanwhile
@@ -12,10 +12,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from agentsite.errors import ApplicationError
+from conversations.branches.tree import RunTree
+from conversations.history.numbering import next_message_seq
 from conversations.models import Conversation, Message, Run
-from conversations.numbering import next_message_seq
 from conversations.services import active_run, message_content_clean, quota_refusal, run_start
-from conversations.tree import RunTree
 
 BUSY = "Wait for the current answer to finish, or stop it, first."
 

@@ -1,8 +1,9 @@
 """Page views for export, import and shared links; the public shared page.
 
-Thin: :mod:`conversations.exporting` and :mod:`conversations.sharing` do the work. The
-public views (a shared page and its copied artifacts) need no login and read nothing but
-the link's row; they are not indexable and send no referrer (the token is in the URL).
+Thin: :mod:`conversations.transfer.exporting` and :mod:`conversations.transfer.sharing` do
+the work. The public views (a shared page and its copied artifacts) need no login and
+read nothing but the link's row; they are not indexable and send no referrer (the token
+is in the URL).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.http import require_GET, require_POST
 
 from agentsite.errors import ApplicationError
-from conversations import exporting, importing, selectors, sharing
+from conversations import selectors
+from conversations.transfer import exporting, importing, sharing
 from tools.views import ARTIFACT_POLICY, PREVIEW_POLICY
 
 NOINDEX = "noindex, nofollow"

@@ -11,9 +11,10 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import reswap
 
 from agentsite.errors import ApplicationError
-from conversations import branching, selectors, services
+from conversations import selectors, services
+from conversations.branches import branching
+from conversations.branches.tree import RunTree
 from conversations.models import Conversation, Message
-from conversations.tree import RunTree
 
 PARTIALS = "conversations/partials.html"
 

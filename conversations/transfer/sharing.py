@@ -21,9 +21,9 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils import timezone
 
-from conversations.exporting import Branch, branch_load, run_cards
 from conversations.models import Conversation, Message, Run, SharedLink
-from conversations.rendering import ToolCard
+from conversations.pages.items import OBSERVATION_PREVIEW_CHARS, ToolCard
+from conversations.transfer.exporting import Branch, branch_load, run_cards
 from tools.markdown import render_markdown
 
 __all__ = [
@@ -40,7 +40,6 @@ __all__ = [
 ]
 
 SNAPSHOT_VERSION = 1
-OBSERVATION_PREVIEW_CHARS = 1_500  # as the chat's cards (conversations.rendering)
 OBSERVATION_MAX_CHARS = 20_000
 # Artifacts are copied into the row: a shared link holds at most this much of them
 # (settings AGENTSITE_SHARE_ARTIFACT_MAX_BYTES and AGENTSITE_SHARE_ARTIFACTS_MAX_BYTES).

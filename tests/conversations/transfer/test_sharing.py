@@ -7,9 +7,10 @@ import re
 import pytest
 
 import engine
-from conversations import services, sharing
+from conversations import services
 from conversations.models import SharedLink
-from tests.conversations.branches import build_tree, tool_events
+from conversations.transfer import sharing
+from tests.conversations.branches.trees import build_tree, tool_events
 from tools.artifacts import artifact_save
 
 pytestmark = pytest.mark.django_db

@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from conversations.branches.tree import RunTree, path_filter
 from conversations.models import CompactionSummary, Message, Run
-from conversations.tree import RunTree, path_filter
 from engine import ChatMessage, ContextGuard, estimate_messages_tokens
 
 logger = logging.getLogger(__name__)

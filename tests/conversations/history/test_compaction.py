@@ -125,7 +125,7 @@ async def test_pin_passes_to_engine(user, chat_model, llm_server):
         conversation=conversation, role="user", content="remember me"
     )
     await sync_to_async(services.message_set_pinned)(message=message, pinned=True)
-    from conversations.compaction import history_load
+    from conversations.history.compaction import history_load
 
     _, run, _ = await sync_to_async(services.message_post)(
         conversation=conversation, user=user, content="next"
@@ -138,7 +138,7 @@ async def test_pin_passes_to_engine(user, chat_model, llm_server):
 def test_a_first_message_runs_with_no_history_and_no_history_queries(
     user, chat_model, django_assert_num_queries
 ):
-    from conversations.compaction import history_load
+    from conversations.history.compaction import history_load
     from conversations.models import Run
 
     conversation = services.conversation_create(owner=user)

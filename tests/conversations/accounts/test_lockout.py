@@ -38,7 +38,7 @@ def test_the_defaults_are_safe():
     assert settings.AXES_LOCKOUT_PARAMETERS == [["username", "ip_address"]]
     assert settings.AUTHENTICATION_BACKENDS == [
         "axes.backends.AxesStandaloneBackend",  # first: refuses before checking the password
-        "conversations.users.CachedUserBackend",
+        "conversations.accounts.users.CachedUserBackend",
     ]
 
 

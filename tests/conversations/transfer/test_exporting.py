@@ -8,10 +8,11 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from agentsite.errors import ApplicationError
-from conversations import exporting, importing, selectors, services
+from conversations import selectors, services
+from conversations.branches.tree import RunTree
 from conversations.models import Conversation, Message, Run, RunEvent
-from conversations.tree import RunTree
-from tests.conversations.branches import TOOL_RESULT, build_tree
+from conversations.transfer import exporting, importing
+from tests.conversations.branches.trees import TOOL_RESULT, build_tree
 
 pytestmark = pytest.mark.django_db
 
@@ -52,7 +53,7 @@ def test_markdown_export_is_the_selected_branch_with_its_tool_call(tree):
 
 
 def test_markdown_fences_survive_backticks_in_a_result(user):
-    from tests.conversations.branches import tool_events
+    from tests.conversations.branches.trees import tool_events
 
     tree = build_tree(user)
     tool_events(tree.runs["r3"], {"code": "x"}, "```\nfenced\n```", tool="python")

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from conversations import services
 from conversations.models import Conversation, Message, Run
-from conversations.sidebar import PAGE_SIZE
+from conversations.pages.sidebar import PAGE_SIZE
 
 pytestmark = pytest.mark.django_db
 HTMX = {"HTTP_HX_REQUEST": "true"}

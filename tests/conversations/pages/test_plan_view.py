@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from conversations.rendering import RunView, build_run_view, render_run_block
+from conversations.pages.rendering import RunView, build_run_view, render_run_block
 
 PLAN = {
     "steps": [

@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.template.loader import render_to_string
 from django.urls import reverse
 
-from conversations.rendering import PARTIALS, RunView, build_run_view, render_run_block
+from conversations.pages.items import PARTIALS
+from conversations.pages.rendering import RunView, build_run_view, render_run_block
 
 
 def rendered_status(run_id: int, text: str) -> str:

@@ -70,5 +70,9 @@ def forget_user(instance: Any, **_kwargs: Any) -> None:
 def connect_signals() -> None:
     """Drop a user's cached row whenever it is saved or deleted (any field may matter)."""
     user_model = get_user_model()
-    post_save.connect(forget_user, sender=user_model, dispatch_uid="conversations.users.save")
-    post_delete.connect(forget_user, sender=user_model, dispatch_uid="conversations.users.delete")
+    post_save.connect(
+        forget_user, sender=user_model, dispatch_uid="conversations.accounts.users.save"
+    )
+    post_delete.connect(
+        forget_user, sender=user_model, dispatch_uid="conversations.accounts.users.delete"
+    )

@@ -9,26 +9,21 @@ produce the same DOM.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from django.template.loader import render_to_string
 from django.utils.html import escape
 
 from conversations.models import Run
-from conversations.plan_view import PlanTracker
+from conversations.pages.items import (
+    FollowupMessage,
+    StepItem,
+    ToolCard,
+    partial,
+)
+from conversations.pages.plan_view import PlanTracker
 from tools.markdown import render_markdown
-
-PARTIALS = "conversations/partials.html"
-OBSERVATION_PREVIEW_CHARS = 1_500
-ARTIFACT_MARKER = re.compile(r"\[Artifact generated: ([^\]]+)\]")
-
-
-def _partial(name: str, context: dict[str, Any]) -> str:
-    return render_to_string(f"{PARTIALS}#{name}", context)
-
 
 _CONTENT_SLOT = "\x00content\x00"  # survives HTML escaping unchanged
 
@@ -41,65 +36,11 @@ def _slot_wrapper(name: str, context: dict[str, Any]) -> tuple[str, str]:
     template is rendered once per run instead of once per frame, and the markup stays in
     the template.
     """
-    html = _partial(name, context)
+    html = partial(name, context)
     before, slot, after = html.partition(_CONTENT_SLOT)
     if not slot or _CONTENT_SLOT in after:
         raise ValueError(f"the {name} partial must show its slot exactly once")
     return before, after
-
-
-@dataclass
-class ToolCard:
-    dom_id: str
-    iteration: int
-    tool_name: str
-    tool_args: dict[str, Any]
-    observation: str = ""
-    error: str | None = None
-    elapsed: float | None = None
-    done: bool = False
-
-    @property
-    def observation_preview(self) -> str:
-        return self.observation[:OBSERVATION_PREVIEW_CHARS]
-
-    @property
-    def observation_truncated(self) -> bool:
-        return len(self.observation) > OBSERVATION_PREVIEW_CHARS
-
-    @property
-    def run_id(self) -> int:
-        return int(self.dom_id.split("-")[1])
-
-    @property
-    def artifact_names(self) -> list[str]:
-        """Names from the "[Artifact generated: a, b]" summary the tool returned."""
-        match = ARTIFACT_MARKER.search(self.observation)
-        return [n.strip() for n in match.group(1).split(",")] if match else []
-
-
-@dataclass
-class FollowupMessage:
-    """A follow-up moved to the run answering it, as the user-message partial shows it."""
-
-    id: int
-    content: str
-    pinned: bool = False
-
-    @property
-    def pk(self) -> int:
-        return self.id
-
-
-@dataclass
-class StepItem:
-    """An entry of the steps area, in event order."""
-
-    kind: str  # card | thought | inject | compact | approval | plan
-    card: ToolCard | None = None
-    text: str = ""
-    dom_id: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -165,7 +106,7 @@ class RunView:
         if not render:
             return ""
         if not text or self.finished:  # the template's default text, or no spinner
-            return _partial("run-status", {"view": self, "oob": True})
+            return partial("run-status", {"view": self, "oob": True})
         if self._status_wrapper is None:
             self.status_text = _CONTENT_SLOT
             try:
@@ -212,7 +153,7 @@ class RunView:
             card.done = True
             if not render:
                 return ""
-            return _partial("tool-card", {"card": card, "oob": True})
+            return partial("tool-card", {"card": card, "oob": True})
         if kind == "answer":
             return self.set_status("Writing the answer…", render)
         return ""
@@ -243,7 +184,7 @@ class RunView:
             item.text = reasoning
         if not render:
             return ""
-        return _partial("thought-item", {"item": item, "oob": True})
+        return partial("thought-item", {"item": item, "oob": True})
 
     def _new_thought(self, text: str, *, live: bool = False) -> StepItem:
         item = StepItem(
@@ -258,7 +199,7 @@ class RunView:
     def append_item(self, item: StepItem, render: bool) -> str:
         if not render:
             return ""
-        return _partial("append-step", {"view": self, "item": item})
+        return partial("append-step", {"view": self, "item": item})
 
     def _on_answer(self, payload: dict[str, Any], render: bool) -> str:
         status = payload.get("status")
@@ -267,7 +208,7 @@ class RunView:
             return self.set_status("Writing the answer…", render)
         if status == "reset":  # what streamed was a step's thought: its ThinkingDone shows it
             self.answer_text, self.answer_started = "", False
-            return _partial("run-answer", {"view": self, "oob": True}) if render else ""
+            return partial("run-answer", {"view": self, "oob": True}) if render else ""
         if status == "delta":
             content = payload.get("content", "")
             self.answer_text += content
@@ -308,7 +249,7 @@ class RunView:
         if not render:
             return ""
         # Replaces the "sent" item the POST response showed, or appends when absent.
-        return _partial("inject-item", {"item": item, "view": self, "oob": True})
+        return partial("inject-item", {"item": item, "view": self, "oob": True})
 
     def _on_approval(self, payload: dict[str, Any], render: bool) -> str:
         """A tool call waiting for the user's approval: an Approve / Deny card in the steps,
@@ -337,7 +278,7 @@ class RunView:
         item.extra["status"] = payload.get("status", "")
         if not render:
             return ""
-        return _partial("approval-item", {"item": item, "view": self, "oob": True})
+        return partial("approval-item", {"item": item, "view": self, "oob": True})
 
     def approval_item(self, call_id: str) -> StepItem | None:
         return next(
@@ -375,7 +316,7 @@ class RunView:
             messages, next_view = self.unanswered, None
         else:
             return ""
-        return _partial(
+        return partial(
             "followup",
             {
                 "view": self,
@@ -404,8 +345,8 @@ class RunView:
         unfinished = self.plan.close()  # steps a Stop or a failure left behind
         if not render:
             return ""
-        frames = [_partial("plan-step", {"step": step, "oob": True}) for step in unfinished]
-        return "".join(frames) + _partial("run-finish", {"view": self, "oob": True})
+        frames = [partial("plan-step", {"step": step, "oob": True}) for step in unfinished]
+        return "".join(frames) + partial("run-finish", {"view": self, "oob": True})
 
     # helpers for templates -------------------------------------------------
     RETRYABLE: ClassVar[tuple[str, ...]] = Run.RETRYABLE_STATUSES  # shown with a Retry
@@ -456,7 +397,7 @@ def render_run_block(
     """The whole run block (steps, answer, footer) for a page load or a reconnect;
     ``with_next_slot`` adds the empty slot where a follow-up run will appear (once per
     page: a reconnect's re-render must not empty a filled slot)."""
-    html = _partial(
+    html = partial(
         "run-block", {"view": view, "run": run, "pending_injects": pending_injects, "oob": oob}
     )
-    return html + _partial("run-next", {"view": view}) if with_next_slot else html
+    return html + partial("run-next", {"view": view}) if with_next_slot else html

@@ -1,0 +1,1 @@
+"""Signed-in users: the cached user backend and the API's login lockout."""

@@ -1,0 +1,1 @@
+"""Branches: the tree of runs, editing and regenerating, switching versions."""

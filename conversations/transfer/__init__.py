@@ -1,0 +1,1 @@
+"""Conversations leaving and entering the site: export, import, share links."""
