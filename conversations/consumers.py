@@ -19,7 +19,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 
 from agentsite.converters import DB_ID_MAX
 from conversations import selectors
-from conversations.history.eventlog import REREAD_AFTER, read_through
+from conversations.history.eventlog import REREAD_AFTER, keep_listening, read_through
 from conversations.runs.db import db
 from conversations.runs.publisher import conversation_group
 
@@ -31,6 +31,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         if user is None or not user.is_authenticated:
             await self.close(code=4403)
             return
+        await keep_listening(self.channel_layer)
         # Joined before the catch-up reads the log, left at once if not the owner.
         group = conversation_group(self.conversation_id)
         await self.channel_layer.group_add(group, self.channel_name)

@@ -23,7 +23,7 @@ from conversations import selectors
 from conversations.api.auth import api_view
 from conversations.api.params import whole_number
 from conversations.branches.tree import RunTree
-from conversations.history.eventlog import REREAD_AFTER, read_through
+from conversations.history.eventlog import REREAD_AFTER, keep_listening, read_through
 from conversations.history.numbering import last_event_seq
 from conversations.models import Run, RunEvent
 from conversations.runs.db import DATABASE_OUTAGES, db
@@ -122,6 +122,7 @@ async def join_live_events(conversation_id: int) -> str:
     """A new channel in the conversation's group (before the response starts, so a
     channel-layer outage answers 503 instead of a stream that breaks at once)."""
     layer = get_channel_layer()
+    await keep_listening(layer)
     channel = await layer.new_channel()
     await layer.group_add(conversation_group(conversation_id), channel)
     return channel

@@ -13,12 +13,41 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Any
+
+from channels.layers import InMemoryChannelLayer
 
 from conversations.runs.db import db
 from conversations.runs.publisher import FLUSH_INTERVAL, Entry
 from conversations.selectors import events_after
+from engine.loops import PerLoop
 
 logger = logging.getLogger(__name__)
+
+# The channel this process's event loop holds for its life (see keep_listening).
+_listening: PerLoop[dict[str, str]] = PerLoop(dict)
+
+
+async def keep_listening(layer: Any) -> None:
+    """Hold one channel of the layer for the life of the process's event loop.
+
+    channels_redis's pub/sub receiver sleeps 100 ms at a time while its process holds no
+    subscription: once the last socket of a server closed, the first frames to the next
+    one waited for the end of such a sleep. A channel that never closes keeps the receiver
+    reading.
+    """
+    if layer is None or isinstance(layer, InMemoryChannelLayer):
+        return
+    held = _listening.get()
+    if "channel" in held:
+        return
+    held["channel"] = ""  # taken before the await: sockets connecting meanwhile skip it
+    try:
+        held["channel"] = await layer.new_channel("agentsite.listening.")
+    except Exception:  # the socket works without it; the next connect tries again
+        del held["channel"]
+        logger.warning("could not hold a listening channel", exc_info=True)
+
 
 # How long a reader waits for sent events to be written (several of the writer's rounds).
 REFILL_TIMEOUT = 6 * FLUSH_INTERVAL

@@ -312,13 +312,41 @@ async def test_finished_event_streams_leave_no_subscription_behind(
     broker = redis.Redis.from_url(stack.redis_url)
     before = set(broker.pubsub_channels())
 
+    def added() -> set[bytes]:
+        # Less the one channel a server holds for its life (the next test).
+        now = set(broker.pubsub_channels())
+        return {name for name in now - before if b"agentsite.listening." not in name}
+
     for _ in range(5):
         replay = await browser.http.get(f"/api/conversations/{conversation_id}/events?after=0")
         assert replay.status_code == 200 and "event: done" in replay.text
 
     await async_wait_for(
-        lambda: not (set(broker.pubsub_channels()) - before),
+        lambda: not added(),
         timeout=5,
         what="the finished streams' subscriptions to go",
-        detail=lambda: str(set(broker.pubsub_channels()) - before),
+        detail=lambda: str(added()),
     )
+    assert len(broker.pubsub_channels("*agentsite.listening.*")) == 1
+
+
+async def test_a_server_keeps_listening_after_its_last_socket_closed(
+    team_stack: Stack, browser: Browser
+) -> None:
+    """channels_redis's receiver sleeps 100 ms at a time while its process subscribes to
+    nothing, so a chat opened after every other had closed got its first frames late: the
+    server holds one channel for its life, and sockets coming and going leave it."""
+    broker = redis.Redis.from_url(team_stack.redis_url)
+    conversation_id = await browser.new_conversation()
+
+    async with browser.socket(conversation_id):
+        pass
+    async with browser.socket(conversation_id):
+        pass
+
+    await async_wait_for(
+        lambda: not broker.pubsub_channels(f"*__group__conversation.{conversation_id}"),
+        timeout=5,
+        what="the closed sockets' subscriptions to go",
+    )
+    assert len(broker.pubsub_channels("*agentsite.listening.*")) == 1
