@@ -54,11 +54,15 @@ class RunSwept(Exception):
     the report told the user the run had ended."""
 
 
+# Every column the executor reads (a column left out is one more query per run).
 CLAIMED_FIELDS = (
     "conversation_id",
     "trigger_message_id",
+    "model_id",
+    "mode",
     "conversation__owner_id",
     "conversation__model_id",
+    "conversation__mode",
     "conversation__last_message_seq",
     "conversation__owner__id",
     "trigger_message__content",

@@ -31,10 +31,11 @@ def test_claiming_a_queued_run_marks_it_running_and_loads_what_it_executes_with(
     with CaptureQueriesContext(connection) as reads:
         loaded = (
             claimed.conversation.owner.pk, claimed.conversation.model_id,
-            claimed.conversation.last_message_seq,
+            claimed.conversation.last_message_seq, claimed.conversation.mode,
             claimed.trigger_message.content, claimed.trigger_message.seq,
+            claimed.model_id, claimed.mode,
         )  # fmt: skip
-    assert loaded == (user.pk, None, 1, "Summarise this", 1)
+    assert loaded == (user.pk, None, 1, "react", "Summarise this", 1, None, "")
     assert reads.captured_queries == []  # all of it came with the claim
     run.refresh_from_db()
     assert run.status == Run.Status.RUNNING and run.task_id == "celery-task-7"
