@@ -22,6 +22,7 @@ from conversations.branches import branching
 from conversations.branches.tree import RunTree
 from conversations.history.numbering import last_event_seq
 from conversations.models import CompactionSummary, Conversation, Message, Run
+from conversations.transfer.exporting import message_fields
 
 LIST_LIMIT_DEFAULT = 100
 LIST_LIMIT_MAX = 500
@@ -95,15 +96,7 @@ def _model_ref(model) -> dict[str, Any]:
 
 def message_out(message: Message) -> dict[str, Any]:
     return {
-        "id": message.pk,
-        "seq": message.seq,
-        "role": message.role,
-        "kind": message.kind,
-        "content": message.content,
-        "reasoning": message.reasoning,
-        "incomplete": message.incomplete,
-        "pinned": message.pinned,
-        "usage": message.usage,
+        **message_fields(message),
         "run_id": message.run_id,
         "delivered_at": message.delivered_at,
         "created_at": message.created_at,

@@ -106,7 +106,8 @@ def export_filename(conversation: Conversation, extension: str) -> str:
     return f"{stem}.{extension}"
 
 
-def _message_out(message: Message, run_id: int | None) -> dict[str, Any]:
+def message_fields(message: Message) -> dict[str, Any]:
+    """What a message says, as the API and an export both show it."""
     return {
         "id": message.pk,
         "seq": message.seq,
@@ -117,9 +118,12 @@ def _message_out(message: Message, run_id: int | None) -> dict[str, Any]:
         "incomplete": message.incomplete,
         "pinned": message.pinned,
         "usage": message.usage,
-        "created_at": message.created_at.isoformat(),
-        "run_id": run_id,
     }
+
+
+def _message_out(message: Message, run_id: int | None) -> dict[str, Any]:
+    created_at = message.created_at.isoformat()
+    return {**message_fields(message), "created_at": created_at, "run_id": run_id}
 
 
 def _run_out(run: Run, conversation: Conversation, *, parent_id, selected: bool) -> dict:
