@@ -15,8 +15,7 @@ import logging
 import time
 from typing import Any
 
-from channels.layers import InMemoryChannelLayer
-
+from conversations.runs.control import reaches_other_processes
 from conversations.runs.db import db
 from conversations.runs.publisher import FLUSH_INTERVAL, Entry
 from conversations.selectors import events_after
@@ -36,7 +35,7 @@ async def keep_listening(layer: Any) -> None:
     one waited for the end of such a sleep. A channel that never closes keeps the receiver
     reading.
     """
-    if layer is None or isinstance(layer, InMemoryChannelLayer):
+    if not reaches_other_processes(layer):
         return
     held = _listening.get()
     if "channel" in held:

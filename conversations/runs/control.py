@@ -70,7 +70,7 @@ def _send(run_id: int, message: dict[str, Any]) -> None:
         control.loop.call_soon_threadsafe(control.apply, message)
         return
     layer = get_channel_layer()
-    if not _reaches_other_processes(layer):
+    if not reaches_other_processes(layer):
         return  # no run here and no way to another process: the heartbeat finds the row
     wake_up = {"type": "run.control", "run_id": run_id, **message}
     try:
@@ -79,7 +79,8 @@ def _send(run_id: int, message: dict[str, Any]) -> None:
         logger.warning("could not send the wake-up for run %s", run_id, exc_info=True)
 
 
-def _reaches_other_processes(layer: Any) -> bool:
+def reaches_other_processes(layer: Any) -> bool:
+    """Whether the channel layer carries messages between processes (not the in-memory one)."""
     return layer is not None and not isinstance(layer, InMemoryChannelLayer)
 
 
@@ -193,7 +194,7 @@ class LoopControl:
             loop = asyncio.get_running_loop()
             self._tasks.append(loop.create_task(self._beat()))
             layer = get_channel_layer()
-            if _reaches_other_processes(layer):
+            if reaches_other_processes(layer):
                 self._subscribed = asyncio.Event()
                 self._tasks.append(loop.create_task(self._receive(layer, self._subscribed)))
         if self._subscribed is not None:
