@@ -14,6 +14,8 @@ from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from agentsite.episodes import OutageLog
+
 logger = logging.getLogger(__name__)
 
 OUTAGES = (OperationalError, InterfaceError, RedisConnectionError, RedisTimeoutError, BrokerError)
@@ -21,6 +23,30 @@ MESSAGE = (
     "The service is briefly unavailable (its database or message queue is not answering). "
     "Nothing you typed was lost: try again in a moment."
 )
+DISK_FULL_MESSAGE = (
+    "The server's disk is full, so nothing new can be saved until an administrator frees "
+    "space. Nothing you typed was lost: try again later."
+)
+# PostgreSQL's "could not extend file ... No space left on device" (SQLSTATE 53100) and
+# SQLite's "database or disk is full".
+DISK_FULL_WORDS = ("no space left on device", "disk is full", "disk full")
+requests_failing = OutageLog("a dependency of the web requests (database, Redis or broker)")
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """Whether ``error`` says the database could not write because the disk is full."""
+    cause = getattr(error, "__cause__", None)
+    if getattr(cause, "sqlstate", None) == "53100":
+        return True
+    text = str(error).lower()
+    return any(words in text for words in DISK_FULL_WORDS)
+
+
+def outage_message(error: BaseException) -> str:
+    """The sentence a user reads when a request met ``error``."""
+    return DISK_FULL_MESSAGE if is_disk_full(error) else MESSAGE
+
+
 RETRY_AFTER_SECONDS = "5"
 
 
@@ -29,7 +55,10 @@ class OutageMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        return self.get_response(request)
+        response = self.get_response(request)
+        if response.status_code != 503:
+            requests_failing.recovered()
+        return response
 
     def process_view(self, request: HttpRequest, *_view: object) -> HttpResponse | None:
         """Load the session's user here, ahead of the middleware that needs it
@@ -44,16 +73,17 @@ class OutageMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not isinstance(exception, OUTAGES) or _is_integrity_problem(exception):
             return None
-        logger.error("outage while serving %s %s", request.method, request.path, exc_info=True)
+        requests_failing.failed(exception, doing=f"{request.method} {request.path}")
+        message = outage_message(exception)
         if request.path.startswith("/api/"):
-            response: HttpResponse = JsonResponse({"error": MESSAGE}, status=503)
+            response: HttpResponse = JsonResponse({"error": message}, status=503)
         elif request.headers.get("HX-Request") == "true":
-            html = render_to_string("conversations/partials.html#form-error", {"error": MESSAGE})
+            html = render_to_string("conversations/partials.html#form-error", {"error": message})
             response = HttpResponse(html, status=503)
             response["HX-Reswap"] = "none"
         else:
             response = HttpResponse(
-                render_to_string("503.html", {"message": MESSAGE}, request), status=503
+                render_to_string("503.html", {"message": message}, request), status=503
             )
         response["Retry-After"] = RETRY_AFTER_SECONDS
         return response

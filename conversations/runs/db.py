@@ -7,9 +7,13 @@ handful; the event log's writes have a thread of their own (:func:`log_db`), so 
 of run starts never holds up the frames of the runs already streaming. channels'
 ``database_sync_to_async`` closes the thread's connections around every call: with
 PostgreSQL's pool that is a check-out and a health check per call, and a run makes many.
-Here a thread keeps its connection between calls and checks it as a request would
-(Django's ``close_old_connections``) when it sat idle for a while, and after a call that
-failed.
+Here a thread keeps its connection between calls.
+
+A kept connection can die with the server (a restart kills every one of them). The first
+call that meets a dead connection fails; from then on every thread gives its connections
+back before its next call (:class:`ConnectionGenerations`), so that call takes one the
+way a request does: from Django's connection pool, whose connections psycopg's pool
+checks before handing them out (``CONN_HEALTH_CHECKS``), or a new one without a pool.
 """
 
 from __future__ import annotations
@@ -25,14 +29,40 @@ from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, close_old_connections
+from django.db import InterfaceError, OperationalError, close_old_connections, connections
+
+from agentsite.episodes import OutageLog
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
-# A connection idle this long is checked (its age, its health) before its next use.
-RECHECK_AFTER_IDLE_SECONDS = 5.0
-_thread = threading.local()
+DATABASE_OUTAGES = (OperationalError, InterfaceError)
+
+
+class ConnectionGenerations:
+    """Which connections may be dead: a failure of the database bumps the generation, and
+    a thread whose connections are older hands them back before it uses them again."""
+
+    def __init__(self) -> None:
+        self._current = 0
+        self._lock = threading.Lock()
+        self._seen = threading.local()
+
+    def outage(self) -> None:
+        with self._lock:
+            self._current += 1
+
+    def refresh_if_stale(self) -> None:
+        """Give back this thread's connections if an outage happened since they were
+        taken (their next query takes a checked one)."""
+        current = self._current
+        if getattr(self._seen, "generation", current) != current:
+            connections.close_all()
+        self._seen.generation = current
+
+
+generations = ConnectionGenerations()
+unreachable = OutageLog("the database")
 
 
 @functools.cache
@@ -42,8 +72,7 @@ def _executor(name: str, size: int) -> ThreadPoolExecutor:
 
 def db(function: Callable[..., T]) -> Callable[..., Awaitable[T]]:
     """``function`` as a coroutine function that runs on one of the database threads."""
-    size = int(getattr(settings, "AGENTSITE_DB_THREADS", 16))
-    return _on_thread(function, _executor("db", size))
+    return _on_thread(function, _executor("db", settings.AGENTSITE_DB_THREADS))
 
 
 def log_db(function: Callable[..., T]) -> Callable[..., Awaitable[T]]:
@@ -51,25 +80,29 @@ def log_db(function: Callable[..., T]) -> Callable[..., Awaitable[T]]:
     return _on_thread(function, _executor("event-log", 1))
 
 
+def on_database_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Call ``function`` as a database thread does: with connections no outage has
+    touched since they were taken, and a failure's broken connection dropped."""
+    generations.refresh_if_stale()
+    try:
+        result = function(*args, **kwargs)
+    except DATABASE_OUTAGES as exc:
+        generations.outage()
+        close_old_connections()
+        unreachable.failed(exc, doing=getattr(function, "__qualname__", "a query"))
+        raise
+    except BaseException:
+        close_old_connections()  # drop a connection the failure may have broken
+        raise
+    unreachable.recovered()
+    return result
+
+
 def _on_thread(
     function: Callable[..., T], executor: ThreadPoolExecutor
 ) -> Callable[..., Awaitable[T]]:
-    def call(*args: Any, **kwargs: Any) -> T:
-        last_used = getattr(_thread, "last_used", None)
-        if last_used is None or time.monotonic() - last_used >= RECHECK_AFTER_IDLE_SECONDS:
-            close_old_connections()
-        try:
-            return function(*args, **kwargs)
-        except BaseException:
-            close_old_connections()  # drop a connection the failure may have broken
-            raise
-        finally:
-            _thread.last_used = time.monotonic()
-
+    call = functools.partial(on_database_thread, function)
     return sync_to_async(call, thread_sensitive=False, executor=executor)
-
-
-DATABASE_OUTAGES = (OperationalError, InterfaceError)
 
 
 async def patiently(
@@ -77,7 +110,7 @@ async def patiently(
 ) -> T:
     """``call()``, tried again while the database is unreachable, for up to ``patience``
     seconds: a run's last write (its answer) should outlast a database restart rather
-    than lose what the user just read."""
+    than lose what the user just read. The database threads log the outage, once."""
     deadline = time.monotonic() + patience
     delay = 0.25
     while True:
@@ -86,6 +119,6 @@ async def patiently(
         except DATABASE_OUTAGES:
             if time.monotonic() + delay > deadline:
                 raise
-            logger.warning("%s failed (database unreachable): trying again in %.1fs", what, delay)
+            logger.debug("%s failed (database unreachable): trying again in %.1fs", what, delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)

@@ -86,3 +86,65 @@ def test_counters_event_log_and_run_states_on_postgresql(tmp_path):
     assert out["run"] == [
         "failed", "task-9", "The model is down.", 3, {"total_tokens": 15, "note": "é"}, 0.5,
     ]  # fmt: skip
+
+
+RESTART_SCRIPT = textwrap.dedent(
+    """
+    import json
+    import os
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import psycopg
+    from django.db import OperationalError, connection, connections
+
+    from conversations.runs.db import on_database_thread
+
+    THREADS = 4
+    pool = ThreadPoolExecutor(THREADS)
+    together = threading.Barrier(THREADS)
+
+    def backend() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            return cursor.fetchone()[0]
+
+    def on_every_thread() -> list:
+        # Each of the threads calls once, all at the same time: one call per thread.
+        def call(_):
+            try:
+                return on_database_thread(backend)
+            except OperationalError as exc:
+                return f"failed: {type(exc).__name__}"
+            finally:
+                together.wait()
+        return list(pool.map(call, range(THREADS)))
+
+    before = on_every_thread()  # four threads, each keeping its connection
+    # What a server restart does to them (and to the pool's idle ones).
+    with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    first = pool.submit(lambda: on_database_thread(backend)).exception()
+    after = on_every_thread()  # the others were used a moment ago: no idle time passed
+    print(json.dumps({
+        "before": before, "first": type(first).__name__, "after": after,
+    }))
+    """
+)
+
+
+def test_after_a_restart_one_call_fails_and_every_thread_takes_a_checked_connection(tmp_path):
+    """A restart kills every kept connection. The first call to meet one fails; from then
+    on every database thread hands its connection back before its next call, and takes
+    one the pool checked, however recently it was used."""
+    result = run_on_fresh_postgres(tmp_path, RESTART_SCRIPT)
+
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert len(set(out["before"])) == 4 and all(isinstance(p, int) for p in out["before"])
+    assert out["first"] == "OperationalError"
+    assert all(isinstance(pid, int) for pid in out["after"]), out["after"]
+    assert not set(out["after"]) & set(out["before"])  # new connections, not the dead ones
