@@ -341,6 +341,13 @@ class RunView:
         self._open.clear()
         return self._finish_frame(render)
 
+    def _on_saved(self, payload: dict[str, Any], render: bool) -> str:
+        """The run's end, sent before it could be written, is in the log now."""
+        for ending in (self.done, self.error):
+            if ending is not None:
+                ending.pop("unsaved", None)
+        return self._finish_frame(render) if self.finished else ""
+
     def _finish_frame(self, render: bool) -> str:
         unfinished = self.plan.close()  # steps a Stop or a failure left behind
         if not render:
@@ -358,6 +365,12 @@ class RunView:
         if done.get("status") != "incomplete":
             return ""
         return done.get("reason") or "The answer is incomplete."
+
+    @property
+    def unsaved(self) -> str:
+        """Why the end shown is not saved yet ("" once it is, or when it was at once)."""
+        ending = self.done or self.error or {}
+        return ending.get("unsaved", "")
 
     @property
     def note(self) -> str:

@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from conversations.models import Message, Run, ToolApproval
 from conversations.runs import loops
-from conversations.runs.db import db
+from conversations.runs.db import DATABASE_OUTAGES, db
 from engine import CancelToken
 from engine.loops import PerLoop
 
@@ -42,7 +42,7 @@ _local_lock = threading.Lock()
 
 
 def heartbeat_interval() -> float:
-    return float(getattr(settings, "AGENTSITE_RUN_HEARTBEAT_SECONDS", 5.0))
+    return settings.AGENTSITE_RUN_HEARTBEAT_SECONDS
 
 
 # ---------------------------------------------------------------------- sender side
@@ -170,6 +170,8 @@ class RunControl:
                 continue
             try:
                 marked = await db(mark_followup_delivered)(self.run_id, message_id)
+            except DATABASE_OUTAGES:  # the heartbeat brings it again
+                continue
             except Exception:  # the heartbeat brings it again
                 logger.warning("could not mark follow-up %s delivered", message_id, exc_info=True)
                 continue
@@ -235,7 +237,9 @@ class LoopControl:
                 continue
             try:
                 states = await db(beat_and_read)(ids)
-            except Exception:  # one database hiccup must not end the heartbeat
+            except DATABASE_OUTAGES:  # logged once per outage by the database threads
+                continue
+            except Exception:  # one hiccup must not end the heartbeat
                 logger.warning("heartbeat of %d runs failed", len(ids), exc_info=True)
                 continue
             for run_id, state in states.items():
@@ -255,6 +259,8 @@ class LoopControl:
             return
         try:
             decided = await db(read_decisions)(list(waiting))
+        except DATABASE_OUTAGES:
+            return
         except Exception:
             logger.warning("reading approval decisions failed", exc_info=True)
             return
@@ -276,8 +282,11 @@ def loop_control() -> LoopControl:
 
 
 def beat_and_read(run_ids: list[int]) -> dict[int, RunState]:
-    """Write the runs' heartbeat; what their rows say (a Stop, undelivered follow-ups)."""
-    Run.objects.filter(pk__in=run_ids, status=Run.Status.RUNNING).update(
+    """Write the runs' heartbeat; what their rows say (a Stop, undelivered follow-ups).
+
+    Queued runs too: a run this process took but could not claim yet (the database was
+    away) is owned, and the sweep must not take it for one nobody started."""
+    Run.objects.filter(pk__in=run_ids, status__in=Run.ACTIVE_STATUSES).update(
         heartbeat_at=timezone.now()
     )
     return read_runs_state(run_ids)

@@ -11,35 +11,49 @@ import asyncio
 import functools
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 
+from agentsite.outages import is_disk_full
 from conversations.history import compaction
 from conversations.models import Message, Run
 from conversations.runs import lifecycle
 from conversations.runs.agents import RunModels, agent_for, run_models
 from conversations.runs.approvals import RunApprover
 from conversations.runs.control import RunControl, read_runs_state
-from conversations.runs.db import db, patiently
-from conversations.runs.publisher import RunPublisher
+from conversations.runs.db import DATABASE_OUTAGES, db, patiently
+from conversations.runs.publisher import Entry, RunPublisher
+from conversations.runs.wording import duration_words
 from engine import AgentResult, CancelledRun, CancelToken, InterruptQueue, LLMError
 from engine.events import AgentEvent, Compact, Done, ErrorEvent, Inject
 from engine.llm.base import plain_message
 from tools.markdown import render_markdown
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
+# Readers who join while a run's end cannot be written hear of it this often.
+UNSAVED_RESEND_SECONDS = 5.0
 UNSAVED_ANSWER = (
     "The answer could not be saved because of an internal error. Send the message again."
 )
 
 
+def unsaved_reason(error: BaseException) -> str:
+    """What readers are told while the end of a run they watched cannot be written."""
+    if is_disk_full(error):
+        return (
+            "Not saved yet: the server's disk is full. It will be saved as soon as there is "
+            "room again; until then, copy anything you need from this page."
+        )
+    return "Not saved yet: the database is not answering. Trying again…"
+
+
 def deadline_message(seconds: float) -> str:
-    minutes = seconds / 60
-    limit = f"{minutes:g} minutes" if minutes >= 1 else f"{seconds:g} seconds"
-    return f"The run reached its time limit ({limit}) and was stopped."
+    return f"The run reached its time limit ({duration_words(seconds)}) and was stopped."
 
 
 @dataclass
@@ -95,6 +109,8 @@ class RunExecution:
         self.deadline_reached = False
         self.error_detail = ""  # the technical cause of a failure, for admins
         self.swept = False  # reported interrupted by a sweep before it could close
+        self.claimed: Run | None = None  # the run, once this execution claimed it
+        self.saved_late = False  # readers saw the run's end before it could be written
 
     async def execute(self) -> RunOutcome:
         # Wake-ups are received before the claim: a Stop or follow-up saved from now on
@@ -102,16 +118,23 @@ class RunExecution:
         await self.control.start()
         try:
             try:
-                self.setup = await db(self._prepare)()
-            except Exception:
-                logger.exception("run %s could not start", self.run_id)
-                await db(lifecycle.run_fail_unstarted)(self.run_id)
+                # While the database is away the run stays queued, this process its live
+                # owner (the loop's heartbeat says so), and starts once it is back.
+                self.setup = await patiently(
+                    db(self._prepare),
+                    patience=settings.AGENTSITE_RUN_DEADLINE_SECONDS or 600.0,
+                    what=f"starting run {self.run_id}",
+                )
+            except Exception as exc:
+                if not isinstance(exc, DATABASE_OUTAGES):
+                    logger.exception("run %s could not start", self.run_id)
+                await self._fail_start(lifecycle.start_failure(exc))
                 return RunOutcome(Run.Status.FAILED)
             if self.setup is None:
                 logger.info("run %s was stopped before it started", self.run_id)
                 return RunOutcome(None)
             self.control.apply_state(*self.setup.state)  # saved while it was queued
-            deadline = float(getattr(settings, "AGENTSITE_RUN_DEADLINE_SECONDS", 0) or 0)
+            deadline = settings.AGENTSITE_RUN_DEADLINE_SECONDS
             timer = (
                 asyncio.get_running_loop().call_later(deadline, self._reach_deadline)
                 if deadline > 0
@@ -150,10 +173,13 @@ class RunExecution:
 
     # ------------------------------------------------------------------------ set-up
     def _prepare(self) -> RunSetup | None:
-        """Claim the run and load what it executes with (one database thread hop)."""
-        run = lifecycle.run_claim(run_id=self.run_id, task_id=self.task_id)
-        if run is None:
-            return None
+        """Claim the run and load what it executes with (one database thread hop; tried
+        again after an outage, the claim once made is kept)."""
+        if self.claimed is None:
+            self.claimed = lifecycle.run_claim(run_id=self.run_id, task_id=self.task_id)
+            if self.claimed is None:
+                return None
+        run = self.claimed
         trigger = run.trigger_message
         setup = RunSetup(
             run=run,
@@ -172,6 +198,17 @@ class RunExecution:
         except LLMSetupError as exc:
             setup.error = str(exc)
         return setup
+
+    async def _fail_start(self, reason: str) -> None:
+        """Fail the run that could not start, saying why; if even that cannot be written,
+        the sweep reports it once the database is back (no process beats for it now)."""
+        try:
+            await patiently(
+                functools.partial(db(lifecycle.run_fail_unstarted), self.run_id, reason),
+                what=f"failing run {self.run_id}",
+            )
+        except DATABASE_OUTAGES:
+            logger.warning("run %s could not start; the sweep will report it", self.run_id)
 
     def _reach_deadline(self) -> None:
         """The run's time is up: it stops as a Stop would, and says why."""
@@ -276,7 +313,7 @@ class RunExecution:
         }
         entry = None
         try:
-            await publisher.close()
+            await publisher.drain()
             entry = await publisher.reserve(done.channel, done.to_dict())
             closing = functools.partial(
                 db(_close_with_answer),
@@ -287,7 +324,7 @@ class RunExecution:
                 events=[entry],
                 taken_in=self.inject_ids[: self.taken_in],
             )
-            message, self.followup = await patiently(closing, what=f"saving run {self.run_id}")
+            message, self.followup = await self._write_end(closing, entry)
         except lifecycle.RunSwept:
             logger.warning("run %s was reported interrupted meanwhile: answer dropped", self.run_id)
             if entry is not None:
@@ -303,6 +340,7 @@ class RunExecution:
         publisher.view.assistant_message = message
         self.answered = True
         await publisher.send_written(entry)
+        await self._announce_saved()
 
     # ------------------------------------------------------------------------ ending
     async def _end(self, status: str, error: str) -> None:
@@ -326,7 +364,7 @@ class RunExecution:
         else:
             entry = None
             try:
-                await publisher.close()
+                await publisher.drain()
                 if ended is not None:
                     entry = await publisher.reserve(ended.channel, ended.to_dict())
             except Exception:  # the run is closed below all the same
@@ -348,7 +386,7 @@ class RunExecution:
                 elapsed=time.perf_counter() - self.started,
             )
             try:
-                self.followup = await patiently(closing, what=f"closing run {self.run_id}")
+                self.followup = await self._write_end(closing, entry)
             except lifecycle.RunSwept:
                 logger.warning("run %s was reported interrupted meanwhile", self.run_id)
                 if entry is not None:
@@ -360,6 +398,7 @@ class RunExecution:
                 raise
             if entry is not None:
                 await publisher.send_written(entry)
+            await self._announce_saved()
         if status == Run.Status.CANCELLED:
             await self._announce_unanswered()
         if self.followup is not None:
@@ -370,6 +409,43 @@ class RunExecution:
                 await publisher.publish("followup", payload)
             except Exception:  # a reload shows the new run all the same
                 logger.exception("run %s could not announce its follow-up run", self.run_id)
+
+    async def _write_end(self, closing: Callable[[], Awaitable[T]], entry: Entry | None) -> T:
+        """Write the run's end: its events not yet in the log, then ``closing`` (the close
+        with the ``entry`` reporting how it ended), in that order.
+
+        While the database refuses (it restarts, its disk is full), readers are not left
+        watching a spinner: the end's frame goes out at once marked as not saved yet
+        (again every ``UNSAVED_RESEND_SECONDS`` for readers who joined since), and the
+        write is tried again until it succeeds; then a ``saved`` event clears the mark.
+        """
+        publisher = self.publisher
+        assert publisher is not None
+        told_at: float | None = None
+        delay = 0.25
+        while True:
+            try:
+                await publisher.flush()
+                return await closing()
+            except DATABASE_OUTAGES as exc:
+                now = time.monotonic()
+                if entry is not None and (
+                    told_at is None or now - told_at >= UNSAVED_RESEND_SECONDS
+                ):
+                    await publisher.send_unsaved(entry, unsaved_reason(exc))
+                    told_at = now
+                self.saved_late = True
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    async def _announce_saved(self) -> None:
+        """Clear the "not saved yet" mark of an end that readers saw before it was written."""
+        if not self.saved_late:
+            return
+        try:
+            await self.publisher.publish("saved", {"run_id": self.run_id})
+        except Exception:  # a reload shows the saved run all the same
+            logger.exception("run %s could not announce that its end was saved", self.run_id)
 
     async def _announce_unanswered(self) -> None:
         """Show the follow-ups the Stop left unanswered as the ordinary messages they

@@ -17,8 +17,9 @@ from django.conf import settings
 from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import RedisError
 
+from agentsite.episodes import OutageLog
 from conversations.runs import lifecycle, loops
-from conversations.runs.db import db
+from conversations.runs.db import DATABASE_OUTAGES, db
 from conversations.runs.execution import execute_run
 from engine.loops import PerLoop
 
@@ -26,6 +27,7 @@ logger = logging.getLogger(__name__)
 
 _tasks: dict[int, asyncio.Task] = {}
 QUEUE_OUTAGES = (BrokerError, RedisError)
+queue_unreachable = OutageLog("the task queue")
 
 
 def launch(run_id: int) -> bool:
@@ -40,10 +42,11 @@ def launch(run_id: int) -> bool:
 
         try:
             run_agent.delay(run_id)  # the worker records its task id when it claims the run
-        except QUEUE_OUTAGES:
-            logger.exception("could not queue run %s", run_id)
+        except QUEUE_OUTAGES as exc:
+            queue_unreachable.failed(exc, doing=f"queueing run {run_id}")
             lifecycle.run_fail_unstarted(run_id, lifecycle.QUEUE_UNREACHABLE)
             return False
+        queue_unreachable.recovered()
         return True
     loops.run_loop().call_soon_threadsafe(_start, run_id)
     return True
@@ -79,11 +82,16 @@ def stop_sweeping() -> None:
 
 
 async def _sweep_periodically() -> None:
-    """Sweep once the database has answered for a whole stale period, and again after
-    each outage: while it was unreachable, live runs could not write their heartbeats
-    either, and must get a stale period to write one before they are judged dead."""
+    """Sweep once the database has taken writes for a whole stale period, and again after
+    each outage: while it could not, live runs could not write their heartbeats either,
+    and must get a stale period to write one before they are judged dead. A failed sweep
+    counts as an outage (a full disk answers reads and refuses writes).
+
+    In embedded mode, runs from before this process started have no owner whatever the
+    database did: they are reported at the first look."""
     sweep, check = db(lifecycle.run_sweep_stale), db(lifecycle.database_check)
     reachable_since: float | None = None
+    embedded = settings.AGENTSITE_EXECUTION == "embedded"
     while True:
         try:
             await check()
@@ -91,14 +99,18 @@ async def _sweep_periodically() -> None:
             reachable_since = now if reachable_since is None else reachable_since
             if now - reachable_since >= lifecycle.stale_heartbeat().total_seconds():
                 await sweep()
-        except Exception:  # keep sweeping; one database hiccup is not fatal
+            elif embedded:
+                await sweep(before=lifecycle.PROCESS_STARTED)
+        except DATABASE_OUTAGES:  # logged once per outage by the database threads
+            reachable_since = None
+        except Exception:  # keep sweeping
             logger.exception("periodic sweep of stale runs failed")
             reachable_since = None
         await asyncio.sleep(_sweep_period() or 5.0)
 
 
 def _sweep_period() -> float:
-    return float(getattr(settings, "AGENTSITE_RUN_SWEEP_SECONDS", 5.0))
+    return settings.AGENTSITE_RUN_SWEEP_SECONDS
 
 
 _sweepers: PerLoop[asyncio.Task[None]] = PerLoop(

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from agentsite.outages import is_disk_full
 from conversations.history.numbering import (
     last_event_seq_of,
     next_message_seq,
@@ -20,32 +22,63 @@ from conversations.history.numbering import (
 )
 from conversations.models import Conversation, Message, Run
 from conversations.runs.approvals import approvals_expire_open
+from conversations.runs.db import DATABASE_OUTAGES
 from conversations.runs.publisher import (
     Entry,
     Unanswered,
     logged_run_view,
-    publish_events_sync,
     publish_interrupted,
     write_events,
 )
-from engine.events import ErrorEvent
+from conversations.runs.wording import duration_words
 
 logger = logging.getLogger(__name__)
 
-# A queued run waits for a worker; in-process it starts at once, on Celery it may queue.
-QUEUED_TOO_LONG = {"embedded": timedelta(seconds=90), "celery": timedelta(minutes=15)}
-NEVER_STARTED = (
-    "The run never started (was the server restarted?). Send the message again to retry."
-)
+# In embedded mode this one process executes every run: a run active since before it
+# started has no owner (its process died), and is reported at once.
+PROCESS_STARTED = timezone.now()
+
 INTERRUPTED = (
-    "The run was interrupted: its worker stopped responding. "
-    "You can send the message again to retry."
+    "The run was interrupted: the process writing it stopped responding (a restart or a "
+    "crash). What it had written is kept; press Retry to answer again."
+)
+RESTARTED_BEFORE_START = (
+    "The answer never started: the server restarted before it began. "
+    "Your message is saved; press Retry."
 )
 COULD_NOT_START = "The run could not start because of an internal error. Send the message again."
+DATABASE_DOWN_AT_START = (
+    "The answer could not start: the database was not answering. "
+    "Your message is saved; press Retry in a moment."
+)
+DISK_FULL_AT_START = (
+    "The answer could not start: the server's disk is full. Your message is saved; "
+    "press Retry once an administrator has freed space."
+)
 QUEUE_UNREACHABLE = (
     "The answer could not be started: the task queue is not answering. "
     "Your message is saved; press Retry in a moment."
 )
+
+
+def never_taken() -> str:
+    """Why a queued run no worker took within the stale period failed."""
+    if settings.AGENTSITE_EXECUTION == "embedded":
+        return RESTARTED_BEFORE_START
+    waited = duration_words(stale_heartbeat().total_seconds())
+    return (
+        f"The answer never started: no worker took it within {waited} (the workers are "
+        "stopped or all busy). Your message is saved; press Retry."
+    )
+
+
+def start_failure(error: BaseException) -> str:
+    """What the user is told when a run's start failed with ``error``."""
+    if is_disk_full(error):
+        return DISK_FULL_AT_START
+    if isinstance(error, DATABASE_OUTAGES):
+        return DATABASE_DOWN_AT_START
+    return COULD_NOT_START
 
 
 class RunSwept(Exception):
@@ -78,20 +111,24 @@ def run_claim(*, run_id: int, task_id: str = "") -> Run | None:
     fields: dict[str, Any] = {"status": Run.Status.RUNNING, "started_at": now, "heartbeat_at": now}
     if task_id:
         fields["task_id"] = task_id
-    claimed = Run.objects.filter(
-        pk=run_id, status=Run.Status.QUEUED, cancel_requested=False
-    ).update(**fields)
-    if not claimed:
-        return None
-    # With the highest event number of the conversation, which its first event follows.
-    # Only the columns a run reads: every column of four tables is converted row by row.
-    run = (
-        Run.objects.select_related("conversation__owner", "trigger_message")
-        .only(*CLAIMED_FIELDS)
-        .annotate(last_event_seq=last_event_seq_of("conversation"))
-        .get(pk=run_id)
-    )
-    run.reserved_event_numbers = reserve_event_numbers(run.conversation_id)
+    # All or nothing: a claim whose reads failed (the database went away meanwhile) leaves
+    # the run queued for the next try, not running with nobody executing it.
+    with transaction.atomic():
+        claimed = Run.objects.filter(
+            pk=run_id, status=Run.Status.QUEUED, cancel_requested=False
+        ).update(**fields)
+        if not claimed:
+            return None
+        # With the highest event number of the conversation, which its first event
+        # follows. Only the columns a run reads: every column of four tables is converted
+        # row by row.
+        run = (
+            Run.objects.select_related("conversation__owner", "trigger_message")
+            .only(*CLAIMED_FIELDS)
+            .annotate(last_event_seq=last_event_seq_of("conversation"))
+            .get(pk=run_id)
+        )
+        run.reserved_event_numbers = reserve_event_numbers(run.conversation_id)
     return run
 
 
@@ -270,12 +307,13 @@ def run_create_followup(*, run: Run, message_ids: list[int]) -> Run | None:
 
 
 def run_fail_unstarted(run_id: int, reason: str = COULD_NOT_START) -> None:
-    """A run whose start crashed: failed with a message, never left "running"."""
+    """A run whose start failed: failed with ``reason``, its waiting follow-ups released
+    and reported, never left queued or running."""
     updated = Run.objects.filter(pk=run_id, status__in=Run.ACTIVE_STATUSES).update(
         status=Run.Status.FAILED, error=reason, finished_at=timezone.now()
     )
     if updated:
-        publish_events_sync(run=Run.objects.get(pk=run_id), events=[ErrorEvent(reason, "failed")])
+        _report_ended(run_id=run_id)
 
 
 # ---------------------------------------------------------------------------- sweep
@@ -288,54 +326,59 @@ def database_check() -> None:
 
 
 def stale_heartbeat() -> timedelta:
-    return timedelta(seconds=getattr(settings, "AGENTSITE_RUN_STALE_SECONDS", 90))
+    return timedelta(seconds=settings.AGENTSITE_RUN_STALE_SECONDS)
+
+
+def ownerless_before() -> datetime:
+    """An active run whose last sign of life (its heartbeat, or its creation while no
+    process has taken it) is older than this has no live owner."""
+    stale = timezone.now() - stale_heartbeat()
+    if settings.AGENTSITE_EXECUTION == "embedded":
+        return max(stale, PROCESS_STARTED)
+    return stale
 
 
 def run_is_stale(run: Run) -> bool:
     """Whether :func:`run_sweep_stale` may have something to do with this active run."""
-    now = timezone.now()
-    if run.status == Run.Status.RUNNING:
-        return run.heartbeat_at is None or run.heartbeat_at < now - stale_heartbeat()
-    return run.created_at < now - QUEUED_TOO_LONG[settings.AGENTSITE_EXECUTION]
+    return (run.heartbeat_at or run.created_at) < ownerless_before()
 
 
-def run_sweep_stale(*, conversation: Conversation | None = None) -> int:
-    """Mark runs whose process stopped heart-beating as failed ("interrupted"), and
-    queued runs nobody started; never re-run them (tools may have side effects).
-    Returns the number of running runs swept."""
-    now = timezone.now()
-    running = Run.objects.filter(
-        status=Run.Status.RUNNING, heartbeat_at__lt=now - stale_heartbeat()
-    )
-    queued = Run.objects.filter(
-        status=Run.Status.QUEUED, created_at__lt=now - QUEUED_TOO_LONG[settings.AGENTSITE_EXECUTION]
+def run_sweep_stale(
+    *, conversation: Conversation | None = None, before: datetime | None = None
+) -> int:
+    """Fail active runs without a live owner: running runs whose process stopped
+    heart-beating ("interrupted"), queued runs no process took (or whose process died
+    waiting to start them); never re-run them (tools may have side effects). Each is
+    reported on its conversation's event stream, its waiting follow-ups released as plain
+    messages. ``before``: the cut-off (default :func:`ownerless_before`). Returns the
+    number of runs swept."""
+    cutoff = before or ownerless_before()
+    stale = Run.objects.alias(last_sign=Coalesce("heartbeat_at", "created_at")).filter(
+        status__in=Run.ACTIVE_STATUSES, last_sign__lt=cutoff
     )
     if conversation is not None:
-        running = running.filter(conversation=conversation)
-        queued = queued.filter(conversation=conversation)
-    for run_id in queued.values_list("pk", flat=True):
-        Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
-            status=Run.Status.FAILED, error=NEVER_STARTED, finished_at=now
-        )
+        stale = stale.filter(conversation=conversation)
     swept = 0
-    for run_id, conversation_id in running.values_list("pk", "conversation_id"):
-        updated = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
-            status=Run.Status.FAILED, error=INTERRUPTED, finished_at=timezone.now()
+    for run_id, status in stale.values_list("pk", "status"):
+        reason = INTERRUPTED if status == Run.Status.RUNNING else never_taken()
+        updated = Run.objects.filter(pk=run_id, status=status).update(
+            status=Run.Status.FAILED, error=reason, finished_at=timezone.now()
         )
         if updated:
             swept += 1
-            _report_interrupted(run_id=run_id, conversation_id=conversation_id)
+            _report_ended(run_id=run_id)
     return swept
 
 
-def _report_interrupted(*, run_id: int, conversation_id: int) -> None:
-    """Keep the answer text of a dead run that reached the log (incomplete), turn the
-    follow-ups it never took in into ordinary messages, then report it: a client that sees
-    the report finds all of that stored."""
+def _report_ended(*, run_id: int) -> None:
+    """Report a run no process executes any more as failed: keep the answer text that
+    reached its log (incomplete), turn the follow-ups it never took in into ordinary
+    messages, close its open tool cards, then publish it all. A client that sees the
+    report finds all of that stored."""
     view = logged_run_view(run_id)
     with transaction.atomic():
         if view.answer_text.strip():
-            run = Run(pk=run_id, conversation_id=conversation_id)
+            run = Run.objects.only("pk", "conversation_id").get(pk=run_id)
             partial_answer_save(run=run, content=view.answer_text)
         followups_cancel(run_id=run_id, taken_in=view.taken_in_ids)
         approvals_expire_open(run_id=run_id)

@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 from channels.layers import get_channel_layer
 from django.db import transaction
 
+from agentsite.episodes import OutageLog
 from conversations.history.numbering import (
     last_event_seq,
     release_event_numbers,
@@ -38,12 +39,13 @@ from conversations.history.numbering import (
 from conversations.models import Conversation, Message, Run, RunEvent
 from conversations.pages.rendering import RunView, build_run_view
 from conversations.runs import loops
-from conversations.runs.db import db, log_db, patiently
+from conversations.runs.db import DATABASE_OUTAGES, db, log_db, patiently
 from conversations.runs.pacing import pacer
 from engine.events import AgentEvent, AnswerDelta, ErrorEvent, IterationDone, ThoughtDelta
 from engine.loops import PerLoop
 
 logger = logging.getLogger(__name__)
+layer_unreachable = OutageLog("the channel layer")
 
 Entry = tuple[int, int, str, dict[str, Any]]  # (seq, run_id, channel, payload)
 
@@ -188,6 +190,14 @@ class RunPublisher:
     async def send_written(self, entry: Entry) -> None:
         await self._send(entry, self._reserved_prev)
 
+    async def send_unsaved(self, entry: Entry, reason: str) -> None:
+        """Send a reserved event that could not be written yet, marked so (``unsaved``:
+        why); the log gets it unmarked once the write succeeds."""
+        seq, run_id, channel, payload = entry
+        await self._send(
+            (seq, run_id, channel, {**payload, "unsaved": reason}), self._reserved_prev
+        )
+
     async def release_numbers(self) -> None:
         """Give back the numbers the run reserved and did not use (after its last event),
         so the next run's follow on from its last."""
@@ -209,8 +219,10 @@ class RunPublisher:
         message = frame(entry, self.view.apply(seq, channel, payload), prev)
         try:
             await self.layer.group_send(self.group, message)
-        except Exception:  # the event is logged all the same: readers refill from the log
-            logger.warning("could not send event %s of run %s", seq, self.run_id, exc_info=True)
+        except Exception as exc:  # the event is logged all the same: readers refill from the log
+            layer_unreachable.failed(exc, doing=f"sending event {seq} of run {self.run_id}")
+        else:
+            layer_unreachable.recovered()
         self.frames_sent += 1
 
     # deltas ---------------------------------------------------------------------------
@@ -282,8 +294,9 @@ class EventWriter:
         publishers, self._soon = list(self._soon.values()), {}
         try:
             await self.write(publishers)
-        except Exception:  # kept in the runs' lists: the next round retries
-            logger.exception("writing the event log of %d runs failed", len(publishers))
+        except Exception as exc:  # kept in the runs' lists: the next round retries
+            if not isinstance(exc, DATABASE_OUTAGES):  # an outage is logged once, by db
+                logger.exception("writing the event log of %d runs failed", len(publishers))
             for publisher in publishers:
                 self._soon.setdefault(id(publisher), publisher)
         if self._soon:
@@ -364,8 +377,10 @@ def publish_events_sync(*, run: Run, events: list[AgentEvent]) -> None:
         message = frame((seq, run.pk, channel, payload), view.apply(seq, channel, payload), prev)
         try:
             loops.call(layer.group_send, conversation_group(run.conversation_id), message)
-        except Exception:  # logged: readers refill from the log
-            logger.warning("could not send event %s of run %s", seq, run.pk, exc_info=True)
+        except Exception as exc:  # logged: readers refill from the log
+            layer_unreachable.failed(exc, doing=f"sending event {seq} of run {run.pk}")
+        else:
+            layer_unreachable.recovered()
 
 
 def logged_run_view(run_id: int) -> RunView:

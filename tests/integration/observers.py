@@ -69,9 +69,12 @@ class EventStream:
                     fields = {}
 
     def runs(self) -> list[list[Event]]:
-        """The events split at each run's end (done or error), the last one maybe open."""
+        """The events split at each run's end (done or error), the last one maybe open;
+        ``saved`` events (a shown end reached the log) left out."""
         runs: list[list[Event]] = [[]]
         for event in self.events:
+            if event[1] == "saved":  # an end shown before it was written is written now
+                continue
             runs[-1].append(event)
             if event[1] in TERMINAL:
                 runs.append([])
