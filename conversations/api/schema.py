@@ -295,7 +295,11 @@ sequence number), `event:` (the protocol channel) and `data:` (the JSON payload)
 - `error`: `{message, status, answer}` (status `failed`, `cancelled`, or `incomplete`
   when a run reached its time limit mid-answer); `answer` is the partial answer kept
   (`""` if none), which replaces what the deltas assembled
-- `unanswered` also follows the `error` of a run interrupted by a crash
+- `unanswered` also follows the `error` of a run interrupted by a crash, or of one no
+  worker took
+- `done` and `error` sent before they could be stored (the database restarts, its disk
+  is full) carry `unsaved`: why, in plain words; a `saved` event `{run_id}` follows once
+  they are stored (the stored event has no `unsaved`)
 - `approval`: `{status:"requested", call_id, tool_name, tool_args, reason}` when a tool
   call waits for your approval (answer with `POST /api/runs/{run_id}/approvals/{call_id}`),
   then `{status, call_id}` with `approved`, `denied` or `expired` (no answer in time)
