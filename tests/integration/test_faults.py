@@ -456,6 +456,8 @@ async def test_a_queued_run_no_worker_takes_is_reported_and_its_follow_up_releas
                 await browser.send(conversation_id, f"{marker}: again")
                 await run_ended(stream, 2, stack)
 
+        print(f"\nno worker: reported {reported_after:.1f}s after the message", end="")
+        print(f" (stale period: {STALE_SECONDS}s)")
         channels = [channel for _id, channel, _p in stream.events]
         report = next(p for _id, c, p in stream.events if c == "error")
         unanswered = next(p for _id, c, p in stream.events if c == "unanswered")
