@@ -139,6 +139,11 @@ class UnavailableError(LLMError):
     retryable = True
 
 
+class StreamEndedEarly(UnavailableError):
+    """The stream's body ended cleanly but its reply did not: no choice carried a
+    ``finish_reason`` and no ``[DONE]`` came. Taken for a cut stream, never a whole reply."""
+
+
 class LLMTimeoutError(LLMError):
     """The request took longer than the configured timeout."""
 
@@ -167,6 +172,8 @@ def plain_message(exc: LLMError) -> str:
         )
     if isinstance(exc, LLMTimeoutError):
         return "The model's server did not answer in time. Retry?"
+    if isinstance(exc, StreamEndedEarly):
+        return "The model's server stopped answering before the reply was complete. Retry?"
     if isinstance(exc, UnavailableError):
         return "The model's server could not be reached, or it failed. Retry?"
     return "The request to the model failed. Retry?"

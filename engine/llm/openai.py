@@ -54,6 +54,7 @@ from engine.llm.base import (
     LLMError,
     LLMTimeoutError,
     RateLimitError,
+    StreamEndedEarly,
     UnavailableError,
     ascii_chars,
     default_abilities,
@@ -492,8 +493,10 @@ class OpenAICompatibleLLM:
                     )
                     return
                 events = _iter_sse(response)
+                done = False
                 async for field, data in events:
                     if data.strip() == "[DONE]":
+                        done = True
                         await _read_to_end(events)
                         break
                     try:
@@ -507,6 +510,12 @@ class OpenAICompatibleLLM:
                         raise self._error(_status_of(chunk), chunk)
                     for delta in state.feed(chunk):
                         yield delta
+                if not done and state.finish_reason is None:
+                    # Either marker ends a reply (servers differ in which they send); a
+                    # body that ends with neither was cut short, however cleanly.
+                    raise StreamEndedEarly(
+                        f"the stream from {self.url} ended without a finish_reason or [DONE]"
+                    )
         except httpx.HTTPError as exc:
             raise _map_transport_error(exc, self.url) from None
         calls = state.tool_calls()

@@ -7,7 +7,9 @@ it: ``python -m engine.llm.scripted_server --port 8090 [--script file.json] [--a
 
 A script is a list of response dicts consumed in order. Keys (all optional):
 
-- ``content`` (str), ``reasoning_content`` (str), ``finish_reason``
+- ``content`` (str), ``reasoning_content`` (str), ``finish_reason`` (``None`` sends
+  ``null`` on the last chunk), ``done`` (``false``: no ``data: [DONE]`` line; with
+  ``finish_reason: None`` the body ends cleanly without saying the reply is complete)
 - ``tool_calls``: ``[{"name", "arguments": dict or str, "id"?}]`` (a str is sent as is,
   so invalid JSON can be scripted)
 - ``usage``: ``{prompt_tokens, completion_tokens}``; ``None`` omits usage; absent = a
@@ -350,8 +352,11 @@ def _usage(request: dict[str, Any], response: Response) -> dict[str, int] | None
     }
 
 
-def _finish_reason(response: Response) -> str:
-    return response.get("finish_reason") or ("tool_calls" if response.get("tool_calls") else "stop")
+def _finish_reason(response: Response) -> str | None:
+    """The scripted ``finish_reason`` (``None``, scripted, sends ``null``) or the usual one."""
+    if "finish_reason" in response:
+        return response["finish_reason"]
+    return "tool_calls" if response.get("tool_calls") else "stop"
 
 
 def render_completion(
@@ -612,7 +617,8 @@ class _Handler(BaseHTTPRequestHandler):
             if position > 0 and position == response.get("cut_after"):
                 self.close_connection = True  # no terminating chunk: the body is cut
                 return
-        self._write_chunk(b"data: [DONE]\n\n")
+        if response.get("done", True):
+            self._write_chunk(b"data: [DONE]\n\n")
         if response.get("hang_after_done"):
             self.wfile.flush()
             if not self._wait(response["hang_after_done"]):

@@ -91,6 +91,28 @@ async def test_a_stream_cut_mid_answer_is_kept_incomplete(limited_stack: Stack, 
     assert "/retry/" in run["page"]
 
 
+async def test_a_stream_that_ends_cleanly_too_early_is_kept_incomplete(
+    limited_stack: Stack, browser
+) -> None:
+    """50 of 1000 tokens, then the body ends cleanly: no finish_reason, no [DONE]. Not a
+    complete answer: kept as shown, marked incomplete, with the reason on the page."""
+    words = [f"w{i} " for i in range(50)]  # under the output cap (60 tokens)
+    early = {"chunks": words, "finish_reason": None, "done": False}
+    stream, run = await ask(limited_stack, browser, [early])
+
+    assert run["status"] == "incomplete"
+    done = stream.runs()[-1][-1][2]
+    assert done["answer"] == "".join(words) and done["status"] == "incomplete"
+    assert html.escape(done["reason"]) in run["page"] and "/retry/" in run["page"]
+    [(incomplete,)] = limited_stack.query(
+        "SELECT m.incomplete FROM conversations_message m JOIN conversations_run r "
+        "ON m.run_id = r.id WHERE m.role = 'assistant' AND r.status = 'incomplete' "
+        "AND m.content = %s",
+        "".join(words),
+    )
+    assert incomplete
+
+
 async def test_a_stalled_stream_is_cut_at_the_timeout(limited_stack: Stack, browser) -> None:
     stalled = {"chunks": ["Half ", "of it"], "hang": 60}
     stream, run = await ask(limited_stack, browser, [stalled])
