@@ -1,4 +1,4 @@
-"""``agentsite-server``: daphne on the event loop chosen by ``AGENTSITE_EVENT_LOOP``.
+"""``agentsite-server``: daphne on the event loop ``AGENTSITE_SERVER_EVENT_LOOP`` chooses.
 
 Daphne creates its event loop when ``daphne.server`` is first imported, so the loop
 policy is set here before daphne's command line runs. Everything else is daphne as
@@ -13,7 +13,7 @@ from agentsite import eventloop
 
 
 def main() -> None:
-    eventloop.install()
+    eventloop.install_for_server()
     from daphne.cli import CommandLineInterface
 
     CommandLineInterface.entrypoint()

@@ -7,72 +7,124 @@ frames numbered at or below what was caught up are dropped. A live frame numbere
 it means events were sent before the socket joined and not yet logged: once they are, the
 runs are caught up again (:func:`conversations.history.eventlog.read_through`); and the log is
 read once more shortly after a connect while a run is active, for such events when no
-frame follows them. A reconnect never loses or doubles anything.
+frame follows them. A reconnect never loses or doubles anything, and a socket leaves no
+subscription behind, however it ends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import time
+from typing import Any
 from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncWebsocketConsumer
+from channels.layers import get_channel_layer
 
 from agentsite.converters import DB_ID_MAX
 from conversations import selectors
-from conversations.history.eventlog import REREAD_AFTER, keep_listening, read_through
+from conversations.history.eventlog import (
+    REREAD_AFTER,
+    LiveSubscription,
+    keep_listening,
+    read_through,
+)
 from conversations.runs.db import db
 from conversations.runs.publisher import conversation_group
 
+logger = logging.getLogger(__name__)
+
 
 class ConversationConsumer(AsyncWebsocketConsumer):
+    """One socket of a chat page.
+
+    The socket's place in the conversation's live group is its own
+    (:class:`LiveSubscription`, read by its own task), not the channel channels gives
+    each consumer: channels can end a consumer with the last receive of that channel
+    already finished, and channels_redis then never unsubscribes it (channels_redis#276;
+    50 sockets closing during a run left about 30 subscriptions for the life of the
+    server). A layer alias that is not configured gives a consumer no channel
+    (``get_channel_layer`` returns None for it).
+    """
+
+    channel_layer_alias = "agentsite.no-consumer-channel"
+    subscription: LiveSubscription | None = None
+    forwarding: asyncio.Task[None] | None = None
+    receiving: asyncio.Future[dict[str, Any]] | None = None  # the forwarder's receive
+
+    async def __call__(self, scope, receive, send) -> None:
+        """The consumer, then its place in the group given back, whichever way it ended
+        (a disconnect, a handler that raised, the server cancelling it)."""
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._leave()
+
     async def connect(self) -> None:
         user = self.scope.get("user")
         self.conversation_id = int(self.scope["url_route"]["kwargs"]["conversation_id"])
         if user is None or not user.is_authenticated:
             await self.close(code=4403)
             return
-        await keep_listening(self.channel_layer)
+        layer = get_channel_layer()
+        await keep_listening(layer)
         # Joined before the catch-up reads the log, left at once if not the owner.
-        group = conversation_group(self.conversation_id)
-        await self.channel_layer.group_add(group, self.channel_name)
-        # Not on channels' one shared sync thread: each live frame of every socket passes
-        # through it (the consumer's per-message connection check).
+        self.subscription = await LiveSubscription.join(
+            layer, conversation_group(self.conversation_id)
+        )
         caught_up = await db(selectors.socket_catch_up)(
             user_id=user.pk, conversation_id=self.conversation_id, after_seq=_after(self.scope)
         )
         if caught_up is None:
-            await self.channel_layer.group_discard(group, self.channel_name)
+            await self._leave()
             await self.close(code=4403)
             return
-        self.group = group
         frames, self.last_seq, running = caught_up
         await self.accept()
         for html in frames:
             await self.send(text_data=html)
-        self.reread = asyncio.ensure_future(self._reread_later()) if running else None
+        self.forwarding = asyncio.ensure_future(self._forward(reread=running))
 
     async def disconnect(self, code: int) -> None:
-        if hasattr(self, "group"):
-            if self.reread is not None:
-                self.reread.cancel()
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+        await self._leave()
 
-    async def _reread_later(self) -> None:
-        """Queue a re-read of the log behind the frames that arrive meanwhile."""
-        await asyncio.sleep(REREAD_AFTER)
-        await self.channel_layer.send(self.channel_name, {"type": "log.reread"})
+    async def _leave(self) -> None:
+        """Stop forwarding and give the socket's place in the group back (once)."""
+        subscription, self.subscription = self.subscription, None
+        if self.forwarding is not None:
+            self.forwarding.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.forwarding
+        if subscription is not None:
+            await subscription.leave(self.receiving)
 
-    async def log_reread(self, message: dict) -> None:
-        await self._catch_up(through=self.last_seq)
-
-    async def dispatch(self, message: dict) -> None:
-        """Live frames go straight to their handler: channels' ``dispatch`` first closes
-        stale database connections on its one shared sync thread, a thread hop per frame
-        for a handler that touches no database."""
-        if message.get("type") == "run.event":
-            await self.run_event(message)
-            return
-        await super().dispatch(message)
+    async def _forward(self, *, reread: bool) -> None:
+        """Forward the group's live frames, in order. While a run is active, the log is
+        read once more ``REREAD_AFTER`` the connect, for events sent before the join that
+        no frame follows (the run waits on a tool). A failure closes the socket: the page
+        reconnects and catches up."""
+        assert self.subscription is not None
+        layer, channel = self.subscription.layer, self.subscription.channel
+        reread_at = time.monotonic() + REREAD_AFTER if reread else None
+        try:
+            while True:
+                self.receiving = asyncio.ensure_future(layer.receive(channel))
+                while not self.receiving.done():
+                    wait = None if reread_at is None else max(0.0, reread_at - time.monotonic())
+                    await asyncio.wait({self.receiving}, timeout=wait)
+                    if reread_at is not None and time.monotonic() >= reread_at:
+                        reread_at = None
+                        await self._catch_up(through=self.last_seq)
+                message = self.receiving.result()
+                if message.get("type") == "run.event":
+                    await self.run_event(message)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.warning("conversation %s: socket closed after a failure", self.conversation_id)
+            await self.close(code=1011)
 
     async def run_event(self, message: dict) -> None:
         """A live event from the publisher: forward its rendered frame once."""

@@ -9,21 +9,28 @@ and events sent before the join but not yet logged are waited for in the log
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 
 from conversations import selectors
 from conversations.api.auth import api_view
 from conversations.api.params import whole_number
 from conversations.branches.tree import RunTree
-from conversations.history.eventlog import REREAD_AFTER, keep_listening, read_through
+from conversations.history.eventlog import (
+    REREAD_AFTER,
+    LiveSubscription,
+    clean_up_soon,
+    keep_listening,
+    read_through,
+)
 from conversations.history.numbering import last_event_seq
 from conversations.models import Run, RunEvent
 from conversations.runs.db import DATABASE_OUTAGES, db
@@ -118,22 +125,52 @@ def _selected_branch_runs(conversation_id: int) -> set[int]:
     return {node.run_id for node in RunTree.load(conversation_id).selected_path()}
 
 
-async def join_live_events(conversation_id: int) -> str:
-    """A new channel in the conversation's group (before the response starts, so a
-    channel-layer outage answers 503 instead of a stream that breaks at once)."""
+# A group nobody joins: sending to it tells whether the channel layer answers.
+REACHABILITY_GROUP = "agentsite.reachability"
+
+
+async def check_live_events() -> None:
+    """Raise if the channel layer does not answer, before a stream's response starts (an
+    outage answers 503 instead of a stream that breaks at once). Nothing is subscribed
+    yet: a client that leaves before the stream begins leaves nothing to give back."""
     layer = get_channel_layer()
     await keep_listening(layer)
-    channel = await layer.new_channel()
-    await layer.group_add(conversation_group(conversation_id), channel)
-    return channel
+    await layer.group_send(REACHABILITY_GROUP, {"type": "reachability.check"})
+
+
+async def join_live_events(conversation_id: int) -> LiveSubscription:
+    """A new channel in the conversation's group."""
+    return await LiveSubscription.join(get_channel_layer(), conversation_group(conversation_id))
+
+
+class LiveEvents:
+    """The body of an event stream: :func:`event_stream`'s generator, closed when Django
+    closes the response. Django stops iterating a streaming body by closing its own
+    wrapper around it, which leaves the generator suspended (and its place in the live
+    group held) until the garbage collector finds it; the response's close, which Django
+    calls from a thread, closes it on the loop now."""
+
+    def __init__(self, events: AsyncGenerator[bytes, None]) -> None:
+        self.events = events
+        self.loop = asyncio.get_running_loop()
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self.events
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self._close)
+
+    def _close(self) -> None:
+        clean_up_soon(self.events.aclose())
 
 
 async def event_stream(
-    conversation_id: int, channel: str, after: int, *, follow: bool, all_branches: bool = False
+    conversation_id: int, after: int, *, follow: bool, all_branches: bool = False
 ) -> AsyncIterator[bytes]:
-    """Replay events after ``after`` from the log (of the branch the user is on, unless
-    ``all_branches``), then follow the live group, which ``channel`` joined
-    (:func:`join_live_events`). Every event says which run and branch it belongs to.
+    """Join the conversation's live group, replay events after ``after`` from the log (of
+    the branch the user is on, unless ``all_branches``) and follow the live group. Every
+    event says which run and branch it belongs to. Once joined, the generator gives its
+    place in the group back however it ends (run out, or closed when the client left).
 
     The group is joined *before* reading the log, so an event is in the replay, arrives live,
     or (sent before the join, not yet written) shows as a gap in the live ids, filled
@@ -142,14 +179,13 @@ async def event_stream(
     the next idle heartbeat tick. Ends after a terminal event when no other run is
     pending, unless ``follow``; ends early when the database becomes unreachable.
     """
-    layer = get_channel_layer()
-    group = conversation_group(conversation_id)
+    subscription = await join_live_events(conversation_id)
+    layer, channel = subscription.layer, subscription.channel
     labels = BranchLabels(conversation_id)
     last = after
-    # One receive for the stream's whole life, cancelled when it ends: cancelling a receive
-    # is how a channel layer learns a channel is gone (channels_redis unsubscribes it then,
-    # as it does for a consumer that exits). A receive cancelled at every heartbeat would
-    # unsubscribe and subscribe again each time, dropping what arrived in between.
+    # One receive waiting at a time, for the stream's whole life: a receive cancelled at
+    # every heartbeat would unsubscribe and subscribe again each time (how channels_redis
+    # learns a channel is gone), dropping what arrived in between.
     receiving = asyncio.ensure_future(layer.receive(channel))
     try:
         replay = await db(selectors.events_after)(conversation_id, after)
@@ -200,10 +236,7 @@ async def event_stream(
             "event stream of conversation %s ended: database unreachable", conversation_id
         )
     finally:
-        receiving.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):  # the stream ends anyway
-            await receiving
-        await layer.group_discard(group, channel)
+        await subscription.leave(receiving)
 
 
 @api_view("GET")
@@ -215,11 +248,14 @@ async def conversation_events(request: HttpRequest, conversation_id: int) -> Htt
         after = await db(default_start)(conversation_id)
     follow = request.GET.get("follow", "") in ("1", "true", "yes")
     all_branches = request.GET.get("branch", "") == "all"
-    channel = await join_live_events(conversation_id)
-    response = StreamingHttpResponse(
-        event_stream(conversation_id, channel, after, follow=follow, all_branches=all_branches),
-        content_type="text/event-stream",
-    )
+    # The middleware read the session and the user on this request's own thread, whose
+    # connection Django gives back only when the response closes: a stream open for hours
+    # would pin it (a pool of 28 served at most that many streams). Given back now; the
+    # stream reads on the database threads.
+    await sync_to_async(close_old_connections)()
+    await check_live_events()
+    events = event_stream(conversation_id, after, follow=follow, all_branches=all_branches)
+    response = StreamingHttpResponse(LiveEvents(events), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response

@@ -41,19 +41,21 @@ def test_an_unknown_loop_is_a_clear_configuration_error(monkeypatch: pytest.Monk
 
 
 @pytest.mark.parametrize(
-    ("setting", "expected"), [("", "Loop"), ("asyncio", "_UnixSelectorEventLoop")]
+    ("setting", "expected"),
+    [("", "_UnixSelectorEventLoop"), ("uvloop", "Loop"), ("asyncio", "_UnixSelectorEventLoop")],
 )
 def test_daphnes_reactor_runs_on_the_configured_loop(setting: str, expected: str) -> None:
     """daphne creates its reactor's loop when imported: agentsite.server chooses it first
-    (a fresh interpreter, as the server starts; the team-mode test checks the server's log)."""
+    (a fresh interpreter, as the server starts; the team-mode test checks the server's log).
+    asyncio's loop unless asked: twisted on uvloop misses reset connections."""
     probe = (
-        "from agentsite import eventloop; eventloop.install(); "
+        "from agentsite import eventloop; eventloop.install_for_server(); "
         "import daphne.server; from twisted.internet import reactor; "
         "print(type(reactor._asyncioEventloop).__qualname__)"
     )
-    env = {k: v for k, v in os.environ.items() if k != "AGENTSITE_EVENT_LOOP"}
+    env = {k: v for k, v in os.environ.items() if not k.endswith("EVENT_LOOP")}
     if setting:
-        env["AGENTSITE_EVENT_LOOP"] = setting
+        env["AGENTSITE_SERVER_EVENT_LOOP"] = setting
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env=env
     )

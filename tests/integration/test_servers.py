@@ -1,5 +1,6 @@
-"""``agentsite-server`` is daphne as shipped, on the configured event loop: plain daphne
-serves the same app the same way (embedded mode: daphne alone, on SQLite)."""
+"""``agentsite-server`` is daphne as shipped, on the event loop the server's setting
+chooses: plain daphne serves the same app the same way (embedded mode: daphne alone, on
+SQLite)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,22 @@ from tests.integration.stack import Browser, Frames, run_id_of, running_stack
 pytestmark = pytest.mark.integration
 
 
+ASYNCIO = "asyncio.unix_events._UnixSelectorEventLoop"
+
+
 @pytest.mark.parametrize(
-    ("server", "loop"),
-    [("agentsite-server", "uvloop.Loop"), ("daphne", "asyncio.unix_events._UnixSelectorEventLoop")],
+    ("server", "setting", "loop"),
+    [
+        ("agentsite-server", "", ASYNCIO),  # the server's default (agentsite/eventloop.py)
+        ("agentsite-server", "uvloop", "uvloop.Loop"),
+        ("daphne", "", ASYNCIO),
+    ],
 )
-async def test_a_chat_streams_the_same_under_either_server(server: str, loop: str) -> None:
-    with running_stack(mode="embedded", server=server) as stack:
+async def test_a_chat_streams_the_same_under_either_server(
+    server: str, setting: str, loop: str
+) -> None:
+    env = {"AGENTSITE_SERVER_EVENT_LOOP": setting} if setting else {}
+    with running_stack(mode="embedded", server=server, extra_env=env) as stack:
         stack.script(
             rules=[
                 {
