@@ -70,11 +70,15 @@ STAMP_FORMAT = "@@{:.6f}@@"  # appended to streamed content pieces when stamping
 
 
 class RecordedRequest(dict):  # type: ignore[type-arg]
-    """A chat request's JSON body, plus ``path``, ``headers``, ``time``, ``answered``, ``peer``.
+    """A chat request's JSON body, plus ``path``, ``headers``, ``time``, ``answered``,
+    ``ended``, ``peer``.
 
     ``time`` is ``time.monotonic()`` on arrival, ``answered`` when the answer was out (the
     whole body, or a stream's first content chunk): the difference is this server's own
-    delay, which a benchmark subtracts. ``headers`` has lower-cased names.
+    delay, which a benchmark subtracts. ``ended`` is when the body's last bytes went out
+    (stamped just before them, so it is set once a client has read the end; None while it
+    streams, or when it was cut), so a test can time what a client did after the end.
+    ``headers`` has lower-cased names.
     """
 
     def __init__(
@@ -86,6 +90,7 @@ class RecordedRequest(dict):  # type: ignore[type-arg]
         self.peer = peer  # the client's "host:port": one connection, one peer
         self.time = time.monotonic()
         self.answered: float | None = None
+        self.ended: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -93,6 +98,7 @@ class RecordedRequest(dict):  # type: ignore[type-arg]
             "headers": self.headers,
             "time": self.time,
             "answered": self.answered,
+            "ended": self.ended,
             "peer": self.peer,
             "body": dict(self),
         }
@@ -587,7 +593,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         model = self.scripted.model
         if not request.get("stream"):
-            self._send_json(200, render_completion(request, response, request_no, model), headers)
+            body = render_completion(request, response, request_no, model)
+            recorded.ended = time.monotonic()  # set first: the client may read it at once
+            self._send_json(200, body, headers)
             recorded.answered = time.monotonic()
             return
         # Chunked, as real providers stream: the connection stays open for the next request
@@ -624,6 +632,7 @@ class _Handler(BaseHTTPRequestHandler):
             if not self._wait(response["hang_after_done"]):
                 self.close_connection = True
                 return
+        recorded.ended = time.monotonic()  # set first: the client may read it at once
         self.wfile.write(b"0\r\n\r\n")  # the last chunk: the response is complete
         self.wfile.flush()
 

@@ -335,3 +335,50 @@ def test_cut_after_drops_the_stream_mid_answer(scripted_server):
                 delta = json.loads(line[6:])["choices"][0]["delta"]
                 received.append(delta.get("content") or "")
     assert "".join(received) == "one two "
+
+
+def test_a_stream_can_end_cleanly_without_saying_the_reply_is_complete(scripted_server):
+    """``finish_reason: None`` and ``done: false``: the chunked body ends properly, but no
+    chunk carries a finish_reason and no ``[DONE]`` line comes (a server that gave up)."""
+    scripted_server.push({"chunks": ["one ", "two "], "finish_reason": None, "done": False})
+
+    streamed = chat(scripted_server, stream=True, stream_options={"include_usage": True})
+
+    events = [line[len("data: ") :] for line in streamed.text.split("\n\n") if line]
+    assert "[DONE]" not in events
+    chunks = [json.loads(event) for event in events]
+    assert all(choice["finish_reason"] is None for c in chunks for choice in c["choices"])
+    contents = [c["choices"][0]["delta"].get("content") for c in chunks if c["choices"]]
+    assert "".join(c for c in contents if c) == "one two "
+    assert chunks[-1]["usage"]["total_tokens"] > 0  # the usage chunk still comes
+
+
+@pytest.mark.parametrize(
+    "ending",
+    [{"finish_reason": None}, {"done": False}],
+    ids=["done-only", "finish-reason-only"],
+)
+def test_either_end_marker_can_be_left_out_alone(scripted_server, ending):
+    scripted_server.push({"content": "whole", **ending})
+
+    text = chat(scripted_server, stream=True).text
+
+    assert ("data: [DONE]" in text) == ("done" not in ending)
+    assert ('"finish_reason": "stop"' in text) == ("finish_reason" not in ending)
+
+
+def test_the_time_a_response_ended_is_recorded(scripted_server):
+    scripted_server.push("streamed", "whole", {"chunks": ["cut ", "here"], "cut_after": 1})
+
+    chat(scripted_server, stream=True)
+    chat(scripted_server)
+    with pytest.raises(httpx.RemoteProtocolError):
+        chat(scripted_server, stream=True)
+
+    streamed, whole, cut = scripted_server.requests
+    assert streamed.answered is not None and streamed.ended is not None
+    assert streamed.time <= streamed.answered <= streamed.ended
+    assert whole.ended is not None and whole.time <= whole.ended
+    assert cut.ended is None  # a cut body never ended
+    recorded = httpx.get(f"{scripted_server.base_url[:-3]}/_requests").json()
+    assert [r["ended"] for r in recorded] == [streamed.ended, whole.ended, None]

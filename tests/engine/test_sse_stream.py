@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
+from engine.llm.base import LLMError, StreamEndedEarly
 from engine.llm.openai import OpenAICompatibleLLM, _iter_sse
 from engine.messages import ChatMessage
 
@@ -54,29 +55,32 @@ async def test_a_crlf_split_between_chunks_is_one_line_end():
     assert await events_of(chunks) == [("data", "a\nb")]
 
 
-async def test_crlf_stream_in_pieces_through_the_real_client():
-    """A raw HTTP/1.1 server writes a chunked CRLF stream a few bytes at a time."""
-    words = ["Hello", ", ", "wörld", "!"]
-    sse = (
-        "".join(
-            "data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": w}}]}) + "\r\n\r\n"
-            for w in words
-        )
-        + "data: [DONE]\r\n\r\n"
+def sse_of(words: list[str], end: str = "data: [DONE]\r\n\r\n") -> bytes:
+    """Content chunks for ``words`` (no finish_reason), then ``end``."""
+    events = (
+        "data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": w}}]}) + "\r\n\r\n"
+        for w in words
     )
-    body = sse.encode()
+    return ("".join(events) + end).encode()
+
+
+async def streamed_through(
+    body: bytes, *, chunked_body: bool = True
+) -> tuple[str, Exception | None]:
+    """Serve ``body`` from a raw HTTP/1.1 server a few bytes at a time, then end it cleanly
+    (the terminating chunk, or closing a close-delimited body); the text the real client
+    yielded and the error it raised at the end (None: it ended as a whole reply)."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.readuntil(b"\r\n\r\n")
-        writer.write(
-            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-            b"transfer-encoding: chunked\r\n\r\n"
-        )
+        framing = b"transfer-encoding: chunked" if chunked_body else b"connection: close"
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n%s\r\n\r\n" % framing)
         for piece in chunked(body, 7):
-            writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            writer.write(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked_body else piece)
             await writer.drain()
             await asyncio.sleep(0)
-        writer.write(b"0\r\n\r\n")
+        if chunked_body:
+            writer.write(b"0\r\n\r\n")
         await writer.drain()
         writer.close()
 
@@ -85,11 +89,41 @@ async def test_crlf_stream_in_pieces_through_the_real_client():
     llm = OpenAICompatibleLLM(
         base_url=f"http://127.0.0.1:{port}/v1", api_key="k", model="m", max_retries=0
     )
+    text, error = "", None
     try:
-        deltas = [d async for d in llm.stream_chat([ChatMessage("user", "hi")])]
+        async for delta in llm.stream_chat([ChatMessage("user", "hi")]):
+            text += delta.content
+    except LLMError as exc:
+        error = exc
     finally:
         await llm.aclose()
         server.close()
         await server.wait_closed()
+    return text, error
 
-    assert "".join(d.content for d in deltas if d.content) == "Hello, wörld!"
+
+async def test_crlf_stream_in_pieces_through_the_real_client():
+    """A raw HTTP/1.1 server writes a chunked CRLF stream a few bytes at a time."""
+    text, error = await streamed_through(sse_of(["Hello", ", ", "wörld", "!"]))
+
+    assert (text, error) == ("Hello, wörld!", None)
+
+
+@pytest.mark.parametrize("chunked_body", [True, False], ids=["chunked", "close-delimited"])
+async def test_a_body_that_ends_cleanly_mid_answer_is_a_cut_stream(chunked_body):
+    """A proxy that gives up may still end the body properly: the text that came is
+    yielded, then the missing end is an error, never a whole reply."""
+    text, error = await streamed_through(
+        sse_of(["Half ", "of it"], end=""), chunked_body=chunked_body
+    )
+
+    assert text == "Half of it"
+    assert isinstance(error, StreamEndedEarly)
+
+
+async def test_a_last_event_cut_mid_json_then_a_clean_end_is_a_cut_stream():
+    final = json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    text, error = await streamed_through(sse_of(["Half ", "of it"], end=f"data: {final[:20]}"))
+
+    assert text == "Half of it"
+    assert isinstance(error, StreamEndedEarly)

@@ -7,21 +7,50 @@ a complete one, and a half-streamed tool call never runs.
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 
-from engine.agent import ReActAgent
-from engine.events import Done
-from engine.llm.base import StreamEndedEarly
+from engine.agent import BROKEN_ANSWER, ReActAgent
+from engine.events import AgentEvent, Done
+from engine.llm.base import StreamEndedEarly, plain_message
 from engine.llm.openai import OpenAICompatibleLLM
+from engine.llm.registry import ModelRegistry
 from engine.messages import ChatMessage
+from engine.plan import PlanAgent, PlanConfig
+from engine.plan import prompts as plan_prompts
 from engine.tools import Tool, ToolRegistry
 
 ABILITIES = {"tool_call": True, "streaming": True}
+JSON_ABILITIES = {"tool_call": False, "streaming": True}
 WORDS = [f"w{i} " for i in range(50)]
+EARLY = {"finish_reason": None, "done": False}  # the body ends cleanly, nothing says done
+SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}}
 
 
-def llm(server) -> OpenAICompatibleLLM:
-    return OpenAICompatibleLLM(server.base_url, None, "m", ABILITIES, max_retries=0)
+def llm(server, abilities: dict[str, Any] = ABILITIES, retries: int = 0) -> OpenAICompatibleLLM:
+    client = OpenAICompatibleLLM(server.base_url, None, "m", abilities, max_retries=retries)
+    client.backoff_base = 0.0  # a retry at once: the test waits on no backoff
+    return client
+
+
+def deleting(ran: list[str]) -> ToolRegistry:
+    """A tool whose every run is recorded: a half call must never reach it."""
+
+    async def delete(path: str = "") -> str:
+        ran.append(path)
+        return "deleted"
+
+    return ToolRegistry([Tool("delete", "Delete a file", SCHEMA, delete)])
+
+
+async def ended(agent: ReActAgent | PlanAgent, events: list[AgentEvent], query: str) -> Done:
+    """Run ``agent`` to its end (the loop, then the answer phase); its ``Done`` event."""
+    result = await agent.run(query)
+    async for _chunk in agent.stream_answer(result, query):
+        pass
+    return next(e for e in events if isinstance(e, Done))
 
 
 async def streamed(server) -> tuple[str, str | None]:
@@ -71,17 +100,105 @@ async def test_the_answer_it_cut_is_kept_as_incomplete(scripted_server):
 
 async def test_a_tool_call_cut_this_way_never_runs(scripted_server):
     ran: list[str] = []
-
-    async def delete(path: str = "") -> str:
-        ran.append(path)
-        return "deleted"
-
-    schema = {"type": "object", "properties": {"path": {"type": "string"}}}
-    tools = ToolRegistry([Tool("delete", "Delete a file", schema, delete)])
     call = {"name": "delete", "arguments": {"path": "/important"}}
-    scripted_server.push({"tool_calls": [call], "finish_reason": None, "done": False})
+    scripted_server.push({"tool_calls": [call], **EARLY})
 
-    result = await ReActAgent(llm(scripted_server), tools).run("Clean up")
+    result = await ReActAgent(llm(scripted_server), deleting(ran)).run("Clean up")
 
     assert ran == [] and result.status == "failed"
     assert "before the reply was complete" in result.answer
+    assert result.answer == plain_message(StreamEndedEarly("x"))
+
+
+async def test_a_half_tool_call_nothing_showed_of_is_asked_again_and_runs_once_whole(
+    scripted_server,
+):
+    """Nothing reached the user, so the call is retried like any failed request: only the
+    retry's whole call runs."""
+    ran: list[str] = []
+    half = {"tool_calls": [{"name": "delete", "arguments": '{"path": "/tmp/ol'}], **EARLY}
+    whole = {"tool_calls": [{"name": "delete", "arguments": {"path": "/tmp/old"}}]}
+    scripted_server.push(half, whole, "Cleaned up.")
+
+    result = await ReActAgent(llm(scripted_server, retries=1), deleting(ran)).run("Clean up")
+
+    assert ran == ["/tmp/old"]
+    assert result.status == "succeeded" and result.answer == "Cleaned up."
+
+
+async def test_a_json_mode_answer_cut_this_way_is_kept_incomplete(scripted_server):
+    head = '{"type": "final_answer", "reasoning": "easy", "answer": "'
+    scripted_server.push({"chunks": [head, *WORDS[:10]], **EARLY})
+    events: list[AgentEvent] = []
+    agent = ReActAgent(llm(scripted_server, JSON_ABILITIES), on_event=events.append)
+
+    done = await ended(agent, events, "Tell me")
+
+    assert (done.status, done.reason) == ("incomplete", BROKEN_ANSWER)
+    assert done.answer == "".join(WORDS[:10])
+
+
+async def test_a_json_mode_tool_call_cut_this_way_never_runs(scripted_server):
+    ran: list[str] = []
+    action = {"type": "tool_call", "reasoning": "r", "tool_name": "delete", "tool_args": {}}
+    half = json.dumps(action)[:-3] + '{"path": "/impor'
+    scripted_server.push({"chunks": [half[:30], half[30:]], **EARLY})
+    agent = ReActAgent(llm(scripted_server, JSON_ABILITIES), deleting(ran))
+
+    result = await agent.run("Clean up")
+
+    assert ran == [] and result.status == "failed"
+    assert result.answer == plain_message(StreamEndedEarly("x"))
+
+
+async def test_a_rewrite_cut_this_way_is_kept_incomplete(scripted_server):
+    """The loop's answer is rewritten after a tool: the rewrite's stream ends early, so the
+    answer is what it showed, marked incomplete (not the draft, not a complete answer)."""
+    ran: list[str] = []
+    call = {"tool_calls": [{"name": "delete", "arguments": {"path": "/tmp/old"}}]}
+    scripted_server.push(call, "draft answer", {"chunks": WORDS[:8], **EARLY})
+    events: list[AgentEvent] = []
+    agent = ReActAgent(
+        llm(scripted_server), deleting(ran), on_event=events.append, rewrite_answer=True
+    )
+
+    done = await ended(agent, events, "Clean up")
+
+    assert ran == ["/tmp/old"] and len(scripted_server.requests) == 3
+    assert (done.status, done.reason) == ("incomplete", BROKEN_ANSWER)
+    assert done.answer == "".join(WORDS[:8])
+
+
+async def test_a_plan_answer_cut_this_way_is_kept_incomplete(scripted_server):
+    plan = {"steps": [{"id": "s1", "task": "Find the weather in Oslo", "dependencies": []}]}
+    verdict = {"achieved": True, "confidence": 0.9, "final_answer": "12 C", "reasoning": "ok"}
+    scripted_server.set_rules(
+        [
+            {
+                "contains": plan_prompts.planner_system_prompt(10)[:60],
+                "in": "any",
+                "response": json.dumps(plan),
+            },
+            {
+                "contains": plan_prompts.ANALYZER_SYSTEM_PROMPT[:60],
+                "in": "any",
+                "response": json.dumps(verdict),
+            },
+            {
+                "contains": plan_prompts.ANSWER_SYSTEM_PROMPT[:60],
+                "in": "any",
+                "response": {"chunks": WORDS[:6], **EARLY},
+            },
+            {"contains": "Find the weather in Oslo", "in": "any", "response": "Oslo: 12 C"},
+        ]
+    )
+    client = llm(scripted_server)
+    registry = ModelRegistry()
+    registry.register("m", client, default=True)
+    events: list[AgentEvent] = []
+    agent = PlanAgent(registry, on_event=events.append, config=PlanConfig(poll_interval=0.01))
+
+    done = await ended(agent, events, "Weather in Oslo?")
+
+    assert (done.status, done.reason) == ("incomplete", BROKEN_ANSWER)
+    assert done.answer == "".join(WORDS[:6])

@@ -6,13 +6,16 @@ kept, and the client's view equal to what is stored."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
+import json
 import os
 import secrets
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
+from engine.agent import BROKEN_ANSWER
 from tests.integration.observers import EventStream, assert_consistent
 from tests.integration.stack import Browser, Frames, Stack, async_wait_for, running_stack
 
@@ -43,24 +46,42 @@ async def browser(limited_stack: Stack) -> AsyncIterator[Browser]:
         yield client
 
 
-async def ask(stack: Stack, browser: Browser, responses: list) -> tuple[EventStream, dict]:
+async def ask(
+    stack: Stack, browser: Browser, responses: list, *, page_shows: str = ""
+) -> tuple[EventStream, dict]:
     """Send one message whose LLM calls get ``responses`` (in order); wait for the run's
-    end; check the conversation's invariants. Returns the stream and the run's row."""
+    end; check the conversation's invariants. Returns the stream and the run's row.
+
+    With ``page_shows``, the conversation's websocket (what an open page receives) is read
+    too, until a frame shows that text: ``row["frame"]`` is that frame and
+    ``row["frame_at"]`` when it arrived (``time.monotonic()``); ``row["questions"]`` are the
+    LLM requests the question made, as the scripted server recorded them."""
     question = f"FAULT-{secrets.token_hex(4)}"
     stack.script(rules=[{"contains": question, "in": "any", "responses": responses}])
     conversation_id = await browser.new_conversation()
-    async with EventStream(browser, conversation_id) as stream:
+    row: dict = {}
+    async with contextlib.AsyncExitStack() as watching:
+        stream = await watching.enter_async_context(EventStream(browser, conversation_id))
+        if page_shows:
+            socket = Frames(browser.socket(conversation_id), describe=stack.logs)
+            frames = await watching.enter_async_context(socket)
         await browser.send(conversation_id, question)
         await async_wait_for(
             lambda: stream.ended(), timeout=DEADLINE + 20, what="the run's end", detail=stack.logs
         )
+        if page_shows:
+            row["frame"] = await frames.wait(
+                lambda f: page_shows in f, timeout=10, what=f"showing {page_shows!r}"
+            )
+            row["frame_at"] = frames.received_at[frames.frames.index(row["frame"])]
     assert_consistent(stack, conversation_id, [question], stream)
-    [(status, error, detail)] = stack.query(
-        "SELECT status, error, error_detail FROM conversations_run WHERE conversation_id = %s",
+    [(run_id, status, error, detail)] = stack.query(
+        "SELECT id, status, error, error_detail FROM conversations_run WHERE conversation_id = %s",
         conversation_id,
     )
     page = (await browser.http.get(f"/c/{conversation_id}/")).text
-    row = {"status": status, "error": error, "detail": detail, "page": page}
+    row.update(id=run_id, status=status, error=error, detail=detail, page=page)
+    row["questions"] = [r for r in stack.llm_requests() if question in json.dumps(r["body"])]
     assert stack.llm_base not in error and "Error: Error" not in page
     return stream, row
 
@@ -95,22 +116,34 @@ async def test_a_stream_that_ends_cleanly_too_early_is_kept_incomplete(
     limited_stack: Stack, browser
 ) -> None:
     """50 of 1000 tokens, then the body ends cleanly: no finish_reason, no [DONE]. Not a
-    complete answer: kept as shown, marked incomplete, with the reason on the page."""
+    complete answer: kept as shown, marked incomplete, with the reason in plain words on
+    the open page, the SSE stream and a page load."""
     words = [f"w{i} " for i in range(50)]  # under the output cap (60 tokens)
     early = {"chunks": words, "finish_reason": None, "done": False}
-    stream, run = await ask(limited_stack, browser, [early])
+    reason = html.escape(BROKEN_ANSWER)
+    stream, run = await ask(limited_stack, browser, [early], page_shows=reason)
 
-    assert run["status"] == "incomplete"
+    assert run["status"] == "incomplete" and run["error"] == BROKEN_ANSWER
+    assert stream.answer() == "".join(words)  # what streamed to the SSE client
     done = stream.runs()[-1][-1][2]
-    assert done["answer"] == "".join(words) and done["status"] == "incomplete"
-    assert html.escape(done["reason"]) in run["page"] and "/retry/" in run["page"]
-    [(incomplete,)] = limited_stack.query(
-        "SELECT m.incomplete FROM conversations_message m JOIN conversations_run r "
-        "ON m.run_id = r.id WHERE m.role = 'assistant' AND r.status = 'incomplete' "
-        "AND m.content = %s",
-        "".join(words),
+    assert (done["answer"], done["status"]) == ("".join(words), "incomplete")
+    assert done["reason"] == BROKEN_ANSWER
+    assert "w49" in run["frame"] and "/retry/" in run["frame"]  # the open page
+    assert reason in run["page"] and "/retry/" in run["page"]  # a page load
+    [(content, incomplete)] = limited_stack.query(
+        "SELECT m.content, m.incomplete FROM conversations_message m "
+        "JOIN conversations_run r ON m.run_id = r.id "
+        "WHERE m.role = 'assistant' AND r.id = %s",
+        run["id"],
     )
-    assert incomplete
+    assert content == "".join(words) and incomplete
+    [request] = run["questions"]  # one request: text had shown, so no silent retry
+    ended = request["ended"]
+    assert ended is not None  # the body did end cleanly
+    print(
+        f"\nclean early end: the open page showed the run incomplete "
+        f"{(run['frame_at'] - ended) * 1000:.0f} ms after the stream's body ended"
+    )
 
 
 async def test_a_stalled_stream_is_cut_at_the_timeout(limited_stack: Stack, browser) -> None:
