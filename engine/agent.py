@@ -377,7 +377,8 @@ class ReActAgent:
                 continue  # or the follow-up comes first: the answer is deferred
             parse_failed = False
             call = ToolCall(f"call_{iteration}", action.tool_name, action.tool_args)
-            (step,) = await self._run_tool_calls(run, iteration, [call], native=False)
+            cut = reply.finish_reason in _LENGTH_STOPS
+            (step,) = await self._run_tool_calls(run, iteration, [call], native=False, cut=cut)
             if self.small_model and not await self._drain_interrupts(run):
                 # A small model garbles what it was told ("23:10" for 21:19) and "fixes"
                 # an error by calling something else: the tool's own words are the
@@ -415,7 +416,8 @@ class ReActAgent:
                         reasoning=reply.reasoning_content,
                     )
                 )
-                await self._run_tool_calls(run, iteration, calls, native=True)
+                cut = reply.finish_reason in _LENGTH_STOPS
+                await self._run_tool_calls(run, iteration, calls, native=True, cut=cut)
                 await self._drain_interrupts(run)
                 continue
             if not content.strip():
@@ -539,9 +541,11 @@ class ReActAgent:
     # ------------------------------------------------------------------ tools
 
     async def _run_tool_calls(
-        self, run: _Run, iteration: int, calls: list[ToolCall], *, native: bool
+        self, run: _Run, iteration: int, calls: list[ToolCall], *, native: bool, cut: bool = False
     ) -> list[Step]:
-        """Run ``calls`` concurrently, then append their results in call order.
+        """Run ``calls`` concurrently, then append their results in call order. ``cut``:
+        the reply ended at the model's output limit, inside its calls, so their arguments
+        may be cut short (a repaired half path is still a path): none of them runs.
 
         ``IterationDone`` events are emitted as calls finish but never out of call
         order, so a renderer can match them to their ``IterationStart``.
@@ -555,7 +559,14 @@ class ReActAgent:
 
         async def run_one(k: int) -> None:
             call = calls[k]
-            if repeated[k]:
+            if cut:
+                outcome = _Outcome(
+                    None,
+                    error="Cut off at the model's output limit; not run",
+                    error_type="CutToolCall",
+                    observation_override=prompts.CUT_TOOL_CALL,
+                )
+            elif repeated[k]:
                 outcome = _Outcome(
                     None,
                     error="Repeated call with identical arguments; not run again",

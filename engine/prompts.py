@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from engine.tools import ToolExample
 
 __all__ = [
+    "CUT_TOOL_CALL",
     "EMPTY_TURN_REMINDER",
     "INTERRUPT_PREFIX",
     "JSON_REFORMAT_REQUEST",
@@ -38,6 +39,10 @@ PARSE_FAILURE_SENTINEL = "(could not parse LLM output as JSON)"
 INTERRUPT_PREFIX = "[USER INTERRUPT]"
 EMPTY_TURN_REMINDER = "You must call a tool or give the final answer."
 OBSERVATION_PREFIX = "Observation: "
+CUT_TOOL_CALL = (
+    "Your tool call was cut off at your output limit before its arguments were complete, "
+    "so it was not run. Make the call again with shorter arguments, or answer without it."
+)
 OBSERVATION_CUT_CHARS = 2_000
 
 JSON_REFORMAT_REQUEST = (

@@ -202,3 +202,33 @@ async def test_a_plan_answer_cut_this_way_is_kept_incomplete(scripted_server):
 
     assert (done.status, done.reason) == ("incomplete", BROKEN_ANSWER)
     assert done.answer == "".join(WORDS[:6])
+
+
+@pytest.mark.parametrize("mode", ["native", "json"])
+async def test_a_tool_call_cut_at_the_output_limit_never_runs(scripted_server, mode):
+    """The reply hit the model's output limit inside its tool call: the arguments are cut
+    (a repaired half path is still a path), so the call is refused, never run, and the
+    model is told; it makes the call again, whole."""
+    ran: list[str] = []
+    if mode == "native":
+        cut = {"tool_calls": [{"name": "delete", "arguments": '{"path": "/important/sub'}]}
+        whole = {"tool_calls": [{"name": "delete", "arguments": {"path": "/tmp/old"}}]}
+        abilities = ABILITIES
+    else:
+        action = {"type": "tool_call", "reasoning": "r", "tool_name": "delete"}
+        cut = {"content": json.dumps(action)[:-1] + ', "tool_args": {"path": "/important/sub'}
+        whole = {"content": json.dumps({**action, "tool_args": {"path": "/tmp/old"}})}
+        abilities = JSON_ABILITIES
+    final = (
+        "Cleaned up."
+        if mode == "native"
+        else json.dumps({"type": "final_answer", "reasoning": "done", "answer": "Cleaned up."})
+    )
+    scripted_server.push({**cut, "finish_reason": "length"}, whole, final)
+
+    result = await ReActAgent(llm(scripted_server, abilities), deleting(ran)).run("Clean up")
+
+    assert ran == ["/tmp/old"]  # only the whole call
+    assert result.steps[0].error and "output limit" in result.steps[0].error
+    told = json.dumps(scripted_server.requests[1]["messages"])
+    assert "cut off" in told and result.answer == "Cleaned up."
