@@ -81,6 +81,14 @@ def default_start(conversation_id: int) -> int:
     return first_seq - 1 if first_seq is not None else high
 
 
+def _ends_run(event: str, payload: dict[str, Any]) -> bool:
+    """Whether ``event`` is its run's last: the run's end, stored; an end sent before it
+    could be stored (``unsaved``) is followed by a ``saved`` event, which is then."""
+    if event == "saved":
+        return True
+    return event in TERMINAL_CHANNELS and not payload.get("unsaved")
+
+
 def _other_run_active(conversation_id: int, run_id: int | None) -> bool:
     """Whether a run other than ``run_id`` is queued or running (more events will come)."""
     qs = Run.objects.filter(conversation_id=conversation_id, status__in=Run.ACTIVE_STATUSES)
@@ -224,8 +232,8 @@ async def event_stream(
                 yield sse_frame(seq, event, payload, await labels.label(run_id))
                 last = seq
                 if (
-                    event in TERMINAL_CHANNELS
-                    and not follow
+                    not follow
+                    and _ends_run(event, payload)
                     and not await db(_other_run_active)(conversation_id, run_id)
                 ):
                     return

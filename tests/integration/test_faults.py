@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import secrets
@@ -476,6 +477,21 @@ async def test_a_queued_run_no_worker_takes_is_reported_and_its_follow_up_releas
         assert [kind for _c, kind in kinds] == ["chat", "chat", "chat"]
 
 
+async def events_until_closed(
+    browser: Browser, conversation_id: int, events: list[tuple[str, dict]]
+) -> None:
+    """A client without ``?follow=1``: collects (channel, payload) into ``events`` until
+    the server ends the stream."""
+    path = f"/api/conversations/{conversation_id}/events"
+    async with browser.http.stream("GET", path, timeout=60) as response:
+        channel = ""
+        async for line in response.aiter_lines():
+            if line.startswith("event: "):
+                channel = line[7:]
+            elif line.startswith("data: "):
+                events.append((channel, json.loads(line[6:])))
+
+
 @contextlib.contextmanager
 def small_disk(path: Path, megabytes: int) -> Iterator[Path]:
     """A filesystem of its own at ``path`` (a tmpfs), so a test can fill it up."""
@@ -571,7 +587,17 @@ async def test_an_answer_ending_on_a_full_disk_is_shown_then_saved(tmp_path):
                 refused = await browser.post(
                     f"/c/{conversation_id}/messages/", {"content": f"{marker}: more"}
                 )
-
+                # A client without ?follow=1, joining now, hears the end (re-sent for
+                # readers who joined since) and stays until it is stored.
+                late_events: list[tuple[str, dict]] = []
+                late = asyncio.ensure_future(
+                    events_until_closed(browser, conversation_id, late_events)
+                )
+                await async_wait_for(
+                    lambda: any(channel == "done" for channel, _p in late_events),
+                    timeout=20,
+                    what="the unsaved end for a client who joined late",
+                )
                 filler.unlink()
                 freed_at = time.monotonic()
                 await async_wait_for(
@@ -581,6 +607,7 @@ async def test_an_answer_ending_on_a_full_disk_is_shown_then_saved(tmp_path):
                     detail=stack.logs,
                 )
                 saved_after = time.monotonic() - freed_at
+                await asyncio.wait_for(late, timeout=30)  # the stream ended by itself
 
         print(f"\ndisk full: the end shown {shown_after:.2f}s after the answer was released,")
         print(f"saved {saved_after:.2f}s after space was freed")
@@ -600,4 +627,7 @@ async def test_an_answer_ending_on_a_full_disk_is_shown_then_saved(tmp_path):
             run_id,
         )
         assert len(logged) == 1 and "unsaved" not in logged[0][1]  # the log has it clean
+        late_channels = [channel for channel, _payload in late_events]
+        assert late_channels[-1] == "saved"
+        assert next(p for c, p in late_events if c == "done")["unsaved"]
         assert_consistent(stack, conversation_id, [f"{marker}: write"], stream)
