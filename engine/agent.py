@@ -39,7 +39,7 @@ from engine.answer import (
     SUCCEEDED,
     length_limit_reason,
 )
-from engine.approval import APPROVED, ApprovalRequest, Approver, refusal
+from engine.approval import APPROVED, ApprovalIds, ApprovalRequest, Approver, refusal
 from engine.cancel import CancelledRun, CancelToken, run_cancellable
 from engine.errors import AgentPaused, ErrorTracker
 from engine.events import (
@@ -238,6 +238,9 @@ class ReActAgent:
         # without a reasoning field (engine.prompts.small_json_system_prompt), and one tool
         # call whose result, or failure, is its answer.
         self.small_model = small_model
+        # Approval requests get ids of the loop's own, never the model's call ids: a call
+        # reusing the id of one the user approved must not run on that decision.
+        self.approval_ids = ApprovalIds()
 
     @property
     def _native_mode_active(self) -> bool:
@@ -574,8 +577,7 @@ class ReActAgent:
                     observation_override=prompts.repeated_call_warning(call.name),
                 )
             else:
-                call_id = call.id or f"{iteration}.{k}"
-                outcome = await self._execute(run.tools, call, call_id)
+                outcome = await self._execute(run.tools, call)
             outcomes[k] = outcome
             if k:
                 await emitted[k - 1].wait()
@@ -663,7 +665,7 @@ class ReActAgent:
             run.last_call, run.last_call_count = key, 1
         return run.last_call_count > MAX_IDENTICAL_CALLS
 
-    async def _execute(self, tools: ToolRegistry, call: ToolCall, call_id: str) -> _Outcome:
+    async def _execute(self, tools: ToolRegistry, call: ToolCall) -> _Outcome:
         """Invoke one tool (after the user's approval, if it needs it); every failure
         becomes an error outcome, never an exception."""
         tool = tools.get(call.name)
@@ -677,7 +679,7 @@ class ReActAgent:
         reason = tool.confirmation_reason(call.arguments)
         if reason is not None and tool.validation_error(call.arguments) is None:
             decision = await self._ask_approval(
-                ApprovalRequest(call_id, tool.name, call.arguments, reason)
+                ApprovalRequest(self.approval_ids.next(), tool.name, call.arguments, reason)
             )
             if decision != APPROVED:
                 return _Outcome(None, refusal(decision), "NotApproved")

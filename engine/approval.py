@@ -9,6 +9,8 @@ why, as the call's observation, and carries on.
 
 from __future__ import annotations
 
+import itertools
+import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +38,20 @@ class ApprovalRequest:
     tool_name: str
     tool_args: dict[str, Any] = field(hash=False)
     reason: str
+
+
+class ApprovalIds:
+    """Ids for approval requests, made by the loop: a model chooses its calls' ids and
+    may use one again (a prompt injection can make it), so a decision is bound to one
+    request, never to a call id. Unique per agent (a random prefix; the steps of a plan
+    are agents of their own) and per request (a counter)."""
+
+    def __init__(self) -> None:
+        self.prefix = secrets.token_hex(6)
+        self.counter = itertools.count(1)
+
+    def next(self) -> str:
+        return f"approval-{self.prefix}-{next(self.counter)}"
 
 
 # Returns one of DECISIONS; may wait as long as it likes (it enforces its own timeout).

@@ -58,11 +58,14 @@ async def test_an_approved_call_runs_after_the_user_said_yes() -> None:
     result = await agent(deleting_tool(requires_confirmation=True), approve, events).run("go")
 
     assert ran == [{"path": "/a"}]
-    assert asked == [ApprovalRequest("c1", "delete", {"path": "/a"}, asked[0].reason)]
-    assert asked[0].reason  # says why it asks
+    [request] = asked
+    assert (request.tool_name, request.tool_args) == ("delete", {"path": "/a"})
+    assert request.reason  # says why it asks
+    assert request.call_id.startswith("approval-")  # the loop's id, not the model's "c1"
     approvals = [e.to_dict() for e in events if isinstance(e, Approval)]
     assert [a["status"] for a in approvals] == ["requested", "approved"]
-    assert approvals[0]["tool_args"] == {"path": "/a"} and approvals[0]["call_id"] == "c1"
+    assert approvals[0]["tool_args"] == {"path": "/a"}
+    assert approvals[0]["call_id"] == approvals[1]["call_id"] == request.call_id
     assert result.steps[0].observation == "deleted /a"
 
 
@@ -136,3 +139,38 @@ async def test_the_wait_does_not_count_against_the_tool_timeout() -> None:
     result = await agent(tool, slow_yes, events, tool_timeout=0.2).run("go")
 
     assert ran == [{"path": "/a"}] and result.steps[0].error is None
+
+
+async def test_a_call_reusing_an_approved_call_id_waits_for_its_own_decision() -> None:
+    """The model chooses call ids: a later call with the id of an approved one (another
+    path, or the same) must be asked about again, never run on the old decision."""
+    reused = [
+        {"tool_calls": [{"id": "c1", "name": "delete", "arguments": {"path": "/a"}}]},
+        {"tool_calls": [{"id": "c1", "name": "delete", "arguments": {"path": "/etc"}}]},
+        {"tool_calls": [{"id": "c1", "name": "delete", "arguments": {"path": "/a"}}]},
+        "Done.",
+    ]
+    llm = ScriptedLLM(reused, abilities={"tool_call": True})
+    asked: list[ApprovalRequest] = []
+
+    async def approve_the_first_only(request: ApprovalRequest) -> str:
+        asked.append(request)
+        return APPROVED if len(asked) == 1 else DENIED
+
+    tools = ToolRegistry([deleting_tool(requires_confirmation=True)])
+    result = await ReActAgent(llm, tools, approver=approve_the_first_only).run("go")
+
+    assert ran == [{"path": "/a"}]  # only the call the user approved
+    assert [r.tool_args["path"] for r in asked] == ["/a", "/etc", "/a"]  # each one asked
+    assert len({r.call_id for r in asked}) == 3
+    assert result.steps[1].error and result.steps[2].error
+
+
+async def test_two_agents_never_share_an_approval_id() -> None:
+    """The steps of a plan are agents of their own, and JSON mode numbers calls per
+    agent (call_1, call_2...): their approval requests must not meet."""
+    first, second = (agent(deleting_tool(), None, []) for _ in range(2))
+
+    ids = {a.approval_ids.next() for a in (first, second) for _ in range(3)}
+
+    assert len(ids) == 6

@@ -76,34 +76,49 @@ async def started_run(user, llm_server):
     channel = await layer.new_channel()
     await layer.group_add(conversation_group(conversation.pk), channel)
     running = asyncio.ensure_future(execute(run.pk))
-    frames = []
-    while not any(f["channel"] == "approval" for f in frames):
-        frames.append(await asyncio.wait_for(layer.receive(channel), 10))
+    frames = await frames_until_approval(layer, channel)
     # Logged before it showed: the user may answer at once, and answers are checked there.
     assert await RunEvent.objects.filter(run=run, channel="approval").aexists()
     return conversation, run, running, frames
+
+
+def is_request(frame: dict) -> bool:
+    return frame["channel"] == "approval" and frame["payload"]["status"] == "requested"
+
+
+async def frames_until_approval(layer, channel) -> list[dict]:
+    """The frames up to the next approval request (its ``call_id`` is the loop's own)."""
+    frames: list[dict] = []
+    while not any(is_request(f) for f in frames):
+        frames.append(await asyncio.wait_for(layer.receive(channel), 10))
+    return frames
+
+
+def approval_id(frames: list[dict]) -> str:
+    return next(f["payload"]["call_id"] for f in frames if is_request(f))
 
 
 async def test_an_approved_call_runs_and_the_run_goes_on(
     user, client, chat_model, llm_server, no_launch, erase_needs_approval
 ):
     conversation, run, running, frames = await started_run(user, llm_server)
+    call_id = approval_id(frames)
     card = frames[-1]["html"]
     assert "erase" in card and "/notes" in card and "needs your approval" in card
-    assert f"/runs/{run.pk}/approvals/call-1/" in card and erased == []
+    assert f"/runs/{run.pk}/approvals/{call_id}/" in card and erased == []
     await sync_to_async(client.force_login)(user)
     # A reload while it waits shows the same card, buttons included.
     page = (await sync_to_async(client.get)(f"/c/{conversation.pk}/")).content.decode()
-    assert f"/runs/{run.pk}/approvals/call-1/" in page
+    assert f"/runs/{run.pk}/approvals/{call_id}/" in page
 
     response = await sync_to_async(client.post)(
-        f"/runs/{run.pk}/approvals/call-1/", {"decision": "approve"}, HTTP_HX_REQUEST="true"
+        f"/runs/{run.pk}/approvals/{call_id}/", {"decision": "approve"}, HTTP_HX_REQUEST="true"
     )
 
     assert response.status_code == 200 and "Approved" in response.content.decode()
     assert await asyncio.wait_for(running, 10) == "succeeded"
     assert erased == ["/notes"]
-    approval = await ToolApproval.objects.aget(run=run, call_id="call-1")
+    approval = await ToolApproval.objects.aget(run=run, call_id=call_id)
     assert approval.status == "approved" and approval.decided_by_id == user.pk
     statuses = [
         e.payload["status"]
@@ -111,7 +126,7 @@ async def test_an_approved_call_runs_and_the_run_goes_on(
     ]
     assert statuses == ["requested", "approved"]
     again = await sync_to_async(client.post)(
-        f"/runs/{run.pk}/approvals/call-1/", {"decision": "deny"}, HTTP_HX_REQUEST="true"
+        f"/runs/{run.pk}/approvals/{call_id}/", {"decision": "deny"}, HTTP_HX_REQUEST="true"
     )
     assert again.status_code == 409
 
@@ -119,11 +134,13 @@ async def test_an_approved_call_runs_and_the_run_goes_on(
 async def test_a_denied_call_is_not_run_and_the_agent_is_told(
     user, client, chat_model, llm_server, no_launch, erase_needs_approval
 ):
-    _, run, running, _ = await started_run(user, llm_server)
+    _, run, running, frames = await started_run(user, llm_server)
     await sync_to_async(client.force_login)(user)
 
     await sync_to_async(client.post)(
-        f"/runs/{run.pk}/approvals/call-1/", {"decision": "deny"}, HTTP_HX_REQUEST="true"
+        f"/runs/{run.pk}/approvals/{approval_id(frames)}/",
+        {"decision": "deny"},
+        HTTP_HX_REQUEST="true",
     )
 
     assert await asyncio.wait_for(running, 10) == "succeeded"
@@ -159,34 +176,36 @@ async def test_stop_while_waiting_ends_the_run_and_closes_the_request(
 async def test_the_api_decides_and_refuses_what_it_must(
     user, other_user, client, chat_model, llm_server, no_launch, erase_needs_approval
 ):
-    _, run, running, _ = await started_run(user, llm_server)
+    _, run, running, frames = await started_run(user, llm_server)
+    call_id = approval_id(frames)
     _token, raw = await sync_to_async(token_create)(user=user, name="script")
     _other, stranger = await sync_to_async(token_create)(user=other_user, name="other")
 
-    def decide(call_id: str, body: object, key: str = raw):
+    def decide(approval: str, body: object, key: str = raw):
         return client.post(
-            f"/api/runs/{run.pk}/approvals/{call_id}",
+            f"/api/runs/{run.pk}/approvals/{approval}",
             body,
             content_type="application/json",
             HTTP_AUTHORIZATION=f"Bearer {key}",
         )
 
-    assert (await sync_to_async(decide)("call-1", {"approve": True}, stranger)).status_code == 404
+    assert (await sync_to_async(decide)(call_id, {"approve": True}, stranger)).status_code == 404
     assert (await sync_to_async(decide)("nope", {"approve": True})).status_code == 404
-    assert (await sync_to_async(decide)("call-1", {"approve": "yes"})).status_code == 400
-    response = await sync_to_async(decide)("call-1", {"approve": True})
+    assert (await sync_to_async(decide)(call_id, {"approve": "yes"})).status_code == 400
+    response = await sync_to_async(decide)(call_id, {"approve": True})
 
     assert response.status_code == 200
-    assert response.json() == {"call_id": "call-1", "status": "approved"}
+    assert response.json() == {"call_id": call_id, "status": "approved"}
     assert await asyncio.wait_for(running, 10) == "succeeded"
     assert erased == ["/notes"]
-    assert (await sync_to_async(decide)("call-1", {"approve": False})).status_code == 409
+    assert (await sync_to_async(decide)(call_id, {"approve": False})).status_code == 409
 
 
 async def test_a_follow_up_sent_while_waiting_is_taken_in_after_the_decision(
     user, client, chat_model, llm_server, no_launch, erase_needs_approval
 ):
-    conversation, run, running, _ = await started_run(user, llm_server)
+    conversation, run, running, frames = await started_run(user, llm_server)
+    call_id = approval_id(frames)
     followup, same_run, injected = await sync_to_async(services.message_post)(
         conversation=conversation, user=user, content="only the old notes, please"
     )
@@ -194,9 +213,49 @@ async def test_a_follow_up_sent_while_waiting_is_taken_in_after_the_decision(
     await sync_to_async(client.force_login)(user)
 
     await sync_to_async(client.post)(
-        f"/runs/{run.pk}/approvals/call-1/", {"decision": "approve"}, HTTP_HX_REQUEST="true"
+        f"/runs/{run.pk}/approvals/{call_id}/", {"decision": "approve"}, HTTP_HX_REQUEST="true"
     )
 
     assert await asyncio.wait_for(running, 10) == "succeeded"
     after_tool = llm_server.requests[1]["messages"]
     assert any("only the old notes, please" in str(m.get("content")) for m in after_tool)
+
+
+async def test_a_call_reusing_an_approved_call_id_is_asked_about_again(
+    user, client, chat_model, llm_server, no_launch, erase_needs_approval
+):
+    """The model (a prompt injection) reuses the id of the call the user approved, for
+    another path: it waits for a decision of its own, and runs only if it gets one."""
+    llm_server.push(
+        {"tool_calls": [{"id": "call-1", "name": "erase", "arguments": {"path": "/notes"}}]},
+        {"tool_calls": [{"id": "call-1", "name": "erase", "arguments": {"path": "/etc"}}]},
+        {"content": "Done."},
+        {"content": "Done."},
+    )
+    conversation = await sync_to_async(services.conversation_create)(owner=user)
+    _, run, _ = await sync_to_async(services.message_post)(
+        conversation=conversation, user=user, content="erase my notes"
+    )
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(conversation_group(conversation.pk), channel)
+    running = asyncio.ensure_future(execute(run.pk))
+    await sync_to_async(client.force_login)(user)
+
+    first = approval_id(await frames_until_approval(layer, channel))
+    await sync_to_async(client.post)(
+        f"/runs/{run.pk}/approvals/{first}/", {"decision": "approve"}, HTTP_HX_REQUEST="true"
+    )
+    second_frames = await frames_until_approval(layer, channel)
+    second = approval_id(second_frames)
+
+    assert second != first and erased == ["/notes"]  # /etc waits: not run on the old yes
+    request = next(f for f in second_frames if is_request(f))["payload"]
+    assert request["tool_args"] == {"path": "/etc"}
+    await sync_to_async(client.post)(
+        f"/runs/{run.pk}/approvals/{second}/", {"decision": "deny"}, HTTP_HX_REQUEST="true"
+    )
+    assert await asyncio.wait_for(running, 10) == "succeeded"
+    assert erased == ["/notes"]
+    rows = [(a.tool_args["path"], a.status) async for a in ToolApproval.objects.filter(run=run)]
+    assert rows == [("/notes", "approved"), ("/etc", "denied")]
