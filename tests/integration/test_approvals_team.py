@@ -55,7 +55,7 @@ async def test_the_decision_reaches_the_worker_and_the_run_goes_on(
                 lambda f: "needs your approval" in f, timeout=20, what="the approval card"
             )
             assert "calculator" in card and "6*7" in card
-            decide = re.search(r'hx-post="(/runs/\d+/approvals/calc-1/)"', card)
+            decide = re.search(r'hx-post="(/runs/\d+/approvals/[\w-]+/)"', card)
             assert decide, card
             answered = await browser.post(decide[1], {"decision": decision})
             assert answered.status_code == 200, answered.text[:300]
