@@ -57,8 +57,8 @@ class MCPServerForm(forms.ModelForm):
     class Meta:
         model = MCPServer
         fields = [
-            "name", "description", "enabled", "transport", "command", "args", "url",
-            "timeout", "allowed_groups",
+            "name", "description", "enabled", "requires_confirmation", "transport",
+            "command", "args", "url", "timeout", "allowed_groups",
         ]  # fmt: skip
 
     def clean_env_input(self) -> dict[str, str] | None:
@@ -83,8 +83,8 @@ class MCPServerForm(forms.ModelForm):
 class MCPServerAdmin(admin.ModelAdmin):
     form = MCPServerForm
     list_display = [
-        "name", "transport", "enabled", "health_badge", "tool_count", "last_checked_at",
-        "error_summary",
+        "name", "transport", "enabled", "requires_confirmation", "health_badge", "tool_count",
+        "last_checked_at", "error_summary",
     ]  # fmt: skip
     list_filter = ["enabled", "transport", "health_status"]
     search_fields = ["name", "description", "command", "url"]
@@ -99,7 +99,18 @@ class MCPServerAdmin(admin.ModelAdmin):
         "secrets_state",
     ]  # fmt: skip
     fieldsets = [
-        (None, {"fields": ["name", "description", "enabled", "allowed_groups"]}),
+        (
+            None,
+            {
+                "fields": [
+                    "name",
+                    "description",
+                    "enabled",
+                    "requires_confirmation",
+                    "allowed_groups",
+                ]  # fmt: skip
+            },
+        ),
         ("Connection", {"fields": ["transport", "command", "args", "url", "timeout"]}),
         ("Secrets (write-only)", {"fields": ["secrets_state", "env_input", "headers_input"]}),
         (

@@ -197,10 +197,14 @@ def tool_unavailable_reason(spec: ToolSpec, config: dict[str, Any]) -> str:
 
 
 def tools_available_for_user(*, user: Any) -> list[dict[str, Any]]:
-    """Name, description and confirmation flag of each tool the user may use (for UI/API).
+    """Name, description, confirmation flag and MCP server (None for the site's own) of
+    each tool the user may use (for UI/API).
 
-    Lists configured tools without building them (no connection to MCP servers).
+    Lists tools without building them (no connection to MCP servers: their cached
+    listings).
     """
+    from tools.mcp.services import mcp_tools_described_for_user
+
     toolconfig_sync()
     available = []
     for row in toolconfigs_for_user(user=user):
@@ -212,6 +216,7 @@ def tools_available_for_user(*, user: Any) -> list[dict[str, Any]]:
                 "name": row.name,
                 "description": row.description_override.strip() or spec.description,
                 "requires_confirmation": row.requires_confirmation,
+                "server": None,
             }
         )
-    return available
+    return available + mcp_tools_described_for_user(user=user)

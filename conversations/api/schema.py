@@ -258,7 +258,14 @@ SCHEMAS: dict[str, Any] = {
         "properties": {
             "name": {"type": "string"},
             "description": {"type": "string"},
-            "requires_confirmation": {"type": "boolean"},
+            "requires_confirmation": {
+                "type": "boolean",
+                "description": "Every call waits for your approval (the `approval` event).",
+            },
+            "server": {
+                "type": ["string", "null"],
+                "description": "The MCP server the tool comes from (null: the site's own).",
+            },
         },
     },
 }
@@ -301,7 +308,8 @@ sequence number), `event:` (the protocol channel) and `data:` (the JSON payload)
   is full) carry `unsaved`: why, in plain words; a `saved` event `{run_id}` follows once
   they are stored (the stored event has no `unsaved`)
 - `approval`: `{status:"requested", call_id, tool_name, tool_args, reason}` when a tool
-  call waits for your approval (answer with `POST /api/runs/{run_id}/approvals/{call_id}`),
+  call waits for your approval (answer with `POST /api/runs/{run_id}/approvals/{call_id}`;
+  `call_id` is the request's own id, made by the server, not the model's tool call id),
   then `{status, call_id}` with `approved`, `denied` or `expired` (no answer in time)
 - `followup`: `{run_id, messages: [{id, content, pinned}]}`, after a run's `done` or
   `error`: follow-ups that reached it too late (e.g. while it wrote its answer) became

@@ -131,7 +131,24 @@ def _build_tool(
         parameters=_clean_schema(info.get("input_schema")),
         func=call,
         timeout=endpoint.timeout + 5,
+        # The admin's switch on the server's row covers each of its tools.
+        requires_confirmation=server.requires_confirmation,
     )
+
+
+def mcp_tool_listing(server: MCPServer) -> list[tuple[str, dict[str, Any]]]:
+    """The server's cached tools as the model sees them: (exposed name, listing entry)."""
+    listing: list[tuple[str, dict[str, Any]]] = []
+    seen: set[str] = set()
+    for info in server.tools_cache or []:
+        if not isinstance(info, dict) or not info.get("name"):
+            continue
+        exposed = mcp_tool_name(server.name, str(info["name"]))
+        if exposed in seen:
+            exposed = mcp_tool_name(server.name, f"{info['name']}_{len(seen)}")
+        seen.add(exposed)
+        listing.append((exposed, info))
+    return listing
 
 
 def mcp_tools_for_server(server: MCPServer, context: ToolContext) -> list[engine.Tool]:
@@ -140,19 +157,30 @@ def mcp_tools_for_server(server: MCPServer, context: ToolContext) -> list[engine
         return []
     endpoint = mcp_endpoint_for(server)
     tools: list[engine.Tool] = []
-    seen: set[str] = set()
-    for info in server.tools_cache:
-        if not isinstance(info, dict) or not info.get("name"):
-            continue
-        exposed = mcp_tool_name(server.name, str(info["name"]))
-        if exposed in seen:
-            exposed = mcp_tool_name(server.name, f"{info['name']}_{len(seen)}")
-        seen.add(exposed)
+    for exposed, info in mcp_tool_listing(server):
         try:
             tools.append(_build_tool(server, endpoint, info, exposed))
         except (ValueError, jsonschema.SchemaError) as exc:
             logger.warning("MCP %s: skipping tool %r: %s", server.name, info.get("name"), exc)
     return persist_artifacts(tools, context)
+
+
+def mcp_tools_described_for_user(*, user: Any) -> list[dict[str, Any]]:
+    """Name, description, confirmation flag and server of each MCP tool ``user`` may use
+    (from the cached listings: no connection made)."""
+    described = []
+    for server in mcp_servers_for_user(user=user):
+        for exposed, info in mcp_tool_listing(server):
+            description = " ".join(str(info.get("description") or info["name"]).split())
+            described.append(
+                {
+                    "name": exposed,
+                    "description": description[:MAX_DESCRIPTION],
+                    "requires_confirmation": server.requires_confirmation,
+                    "server": server.name,
+                }
+            )
+    return described
 
 
 def mcp_tools_for_user(*, user: Any, context: ToolContext) -> list[engine.Tool]:

@@ -56,6 +56,10 @@ class MCPServer(models.Model):
     headers = EncryptedTextField(blank=True, default="", help_text="http: JSON object (encrypted).")
     timeout = models.FloatField(default=30.0, help_text="Seconds for connecting and each call.")
     enabled = models.BooleanField(default=True)
+    requires_confirmation = models.BooleanField(
+        default=False,
+        help_text="Every call of this server's tools waits for the user's approval in the chat.",
+    )
     allowed_groups = models.ManyToManyField(
         "auth.Group",
         blank=True,

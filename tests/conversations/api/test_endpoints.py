@@ -348,7 +348,31 @@ def test_tools_lists_what_the_user_may_use(api, user):
     user.groups.add(Group.objects.get(name="maths"))
     tools = {tool["name"]: tool for tool in api.get("/api/tools").json()["tools"]}
     assert "calculator" in tools and tools["calculator"]["description"]
-    assert set(tools["calculator"]) == {"name", "description", "requires_confirmation"}
+    assert set(tools["calculator"]) == {"name", "description", "requires_confirmation", "server"}
+    assert tools["calculator"]["server"] is None
+
+
+def test_tools_lists_the_mcp_tools_the_user_may_use(api, user):
+    """MCP servers' tools (from their cached listings), with whether a call waits for
+    approval (the server's row); a server restricted to other groups lists nothing."""
+    from tools.models import MCPServer
+
+    cache = [{"name": "delete_page", "description": "Delete a  wiki page", "input_schema": {}}]
+    MCPServer.objects.create(
+        name="wiki", command="x", tools_cache=cache, requires_confirmation=True
+    )
+    staff_only = MCPServer.objects.create(name="ops", command="x", tools_cache=cache)
+    staff_only.allowed_groups.add(Group.objects.create(name="ops"))
+
+    tools = {tool["name"]: tool for tool in api.get("/api/tools").json()["tools"]}
+
+    assert tools["wiki__delete_page"] == {
+        "name": "wiki__delete_page",
+        "description": "Delete a wiki page",
+        "requires_confirmation": True,
+        "server": "wiki",
+    }
+    assert "ops__delete_page" not in tools
 
 
 def test_edit_a_question_and_switch_between_its_versions(api, mine, theirs):

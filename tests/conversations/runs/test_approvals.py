@@ -5,6 +5,7 @@ API, or no decision in time) resumes the same run."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 
 import pytest
@@ -18,7 +19,10 @@ from conversations.models import Run, RunEvent, ToolApproval
 from conversations.runs.publisher import conversation_group
 from engine import Tool
 from tests.conversations.running import execute
-from tools.models import ToolConfig
+from tests.tools.conftest import TIME_SERVER_STDIO_ARGS
+from tools.mcp.pool import mcp_sessions_close
+from tools.mcp.services import amcp_server_refresh
+from tools.models import MCPServer, ToolConfig
 from tools.registry import register, spec_for_tool
 from tools.services import toolconfig_sync, toolconfig_update
 
@@ -259,3 +263,43 @@ async def test_a_call_reusing_an_approved_call_id_is_asked_about_again(
     assert erased == ["/notes"]
     rows = [(a.tool_args["path"], a.status) async for a in ToolApproval.objects.filter(run=run)]
     assert rows == [("/notes", "approved"), ("/etc", "denied")]
+
+
+@pytest.mark.parametrize(("decision", "runs"), [("approve", True), ("deny", False)])
+async def test_an_mcp_servers_tools_wait_for_approval_when_its_row_says_so(
+    user, client, chat_model, llm_server, no_launch, decision, runs
+):
+    """A real MCP server (mcp-server-time over stdio) marked as needing approval: its
+    tool's call waits for the user, and runs only if approved."""
+    server = await sync_to_async(MCPServer.objects.create)(
+        name="clock", transport="stdio", command=sys.executable,
+        args=list(TIME_SERVER_STDIO_ARGS), timeout=20, requires_confirmation=True,
+    )  # fmt: skip
+    await amcp_server_refresh(server)
+    call = {"name": "clock__get_current_time", "arguments": {"timezone": "Asia/Tokyo"}}
+    llm_server.push({"tool_calls": [{"id": "t1", **call}]}, {"content": "Noted."})
+    conversation = await sync_to_async(services.conversation_create)(owner=user)
+    _, run, _ = await sync_to_async(services.message_post)(
+        conversation=conversation, user=user, content="what time is it in Tokyo?"
+    )
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(conversation_group(conversation.pk), channel)
+    running = asyncio.ensure_future(execute(run.pk))
+    try:
+        frames = await frames_until_approval(layer, channel)
+        request = next(f for f in frames if is_request(f))["payload"]
+        assert request["tool_name"] == "clock__get_current_time"
+        assert len(llm_server.requests) == 1  # waiting: the tool has not answered
+        await sync_to_async(client.force_login)(user)
+        await sync_to_async(client.post)(
+            f"/runs/{run.pk}/approvals/{request['call_id']}/",
+            {"decision": decision},
+            HTTP_HX_REQUEST="true",
+        )
+        assert await asyncio.wait_for(running, 30) == "succeeded"
+    finally:
+        await mcp_sessions_close()
+    observation = llm_server.requests[1]["messages"][-1]["content"]
+    assert ("Asia/Tokyo" in observation) == runs
+    assert ("denied" in observation) == (not runs)
