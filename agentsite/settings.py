@@ -220,6 +220,11 @@ AXES_COOLOFF_TIME = timedelta(minutes=AGENTSITE_LOGIN_COOLOFF_MINUTES)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True  # a login clears that username and address's failures
 AXES_LOCKOUT_CALLABLE = "conversations.accounts.lockout.lockout_response"
+# Reverse proxies in front of the site (nginx: 1). The client's address is then the one the
+# outermost of them appended to X-Forwarded-For, never the header's client-sent part;
+# with 0 the header is ignored (conversations/accounts/addresses.py).
+AGENTSITE_TRUSTED_PROXY_HOPS = env.int("AGENTSITE_TRUSTED_PROXY_HOPS", default=0)
+AXES_CLIENT_IP_CALLABLE = "conversations.accounts.addresses.client_address"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env.str("TIME_ZONE", default="UTC")

@@ -117,3 +117,47 @@ def test_client_login_passes_a_request_for_axes(client, user):
     """Axes needs the request; tests that use ``client.login`` pass one (or force_login)."""
     assert client.login(request=HttpRequest(), username="alice", password="pw-alice-123")
     assert client.get("/").status_code == 200
+
+
+PROXY = "10.9.9.9"
+
+
+def forged(client, username: str, chain: str, *, remote: str = PROXY):
+    """A login attempt through one proxy: the client sent ``X-Forwarded-For`` itself and
+    the proxy appended the address it saw. The connection (REMOTE_ADDR) is the proxy's,
+    or, under daphne's ``--proxy-headers``, the header's first (the client's) address."""
+    return client.post(
+        LOGIN,
+        {"username": username, "password": "wrong"},
+        REMOTE_ADDR=remote,
+        HTTP_X_FORWARDED_FOR=chain,
+    )
+
+
+@pytest.mark.parametrize(
+    ("hops", "proxy_headers", "counted"),
+    [(0, False, PROXY), (1, False, "203.0.113.7"), (1, True, "203.0.113.7")],
+)
+def test_forged_forwarded_addresses_get_no_fresh_counters(
+    client, user, settings, hops, proxy_headers, counted
+):
+    """Each guess claims another address in X-Forwarded-For: the lock-out still holds,
+    counted per the address the site's own proxy saw (or per the connection without one),
+    also when the server was started with daphne's --proxy-headers."""
+    settings.AGENTSITE_TRUSTED_PROXY_HOPS = hops
+    codes = []
+    for n in range(limit() + 2):
+        first = f"198.51.100.{n}"
+        remote = first if proxy_headers else PROXY
+        codes.append(forged(client, "alice", f"{first}, 203.0.113.7", remote=remote).status_code)
+
+    assert codes == [200] * (limit() - 1) + [429] * 3
+    assert {a.ip_address for a in AccessAttempt.objects.filter(username="alice")} == {counted}
+
+
+def test_behind_a_proxy_other_clients_are_not_locked_out(client, user, settings):
+    settings.AGENTSITE_TRUSTED_PROXY_HOPS = 1
+    fail_codes = [forged(client, "alice", "203.0.113.7").status_code for _ in range(limit())]
+    assert fail_codes[-1] == 429
+
+    assert forged(client, "alice", "203.0.113.8").status_code == 200  # another client
