@@ -74,4 +74,5 @@ _BODY_REFUSALS = {
     "too_deep": f"The request body is nested deeper than {MAX_DEPTH} levels.",
     "surrogate": "The request body holds a lone UTF-16 surrogate (such as \\ud800), "
     "which is not text. Send valid Unicode.",
+    "number": "The request body holds a number too large to store (such as 1e999).",
 }

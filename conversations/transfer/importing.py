@@ -9,18 +9,22 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from agentsite.errors import ApplicationError
 from conversations.models import Conversation, Message, Run
 from conversations.transfer.exporting import EXPORT_FORMAT, EXPORT_VERSION
 from conversations.transfer.jsoninput import MAX_DEPTH, UnstorableJSON, loads_storable
+
+# Rows per INSERT or UPDATE statement of an import.
+BATCH = 500
 
 
 def import_max_bytes() -> int:
@@ -60,6 +64,7 @@ _FILE_REFUSALS = {
     "invalid": "The file is not JSON: choose a JSON export of a conversation.",
     "too_deep": f"The file is nested deeper than {MAX_DEPTH} levels.",
     "surrogate": "The file holds text that is not valid Unicode.",
+    "number": "The file holds a number too large to store (such as 1e999).",
 }
 
 
@@ -140,6 +145,7 @@ def _plan(data: dict[str, Any]) -> _Plan:
     if not isinstance(title, str):
         raise _refuse("The conversation's title must be text.")
     max_chars = message_max_chars()
+    _check_counts(top.get("messages", (list,)), top.get("runs", (list,)))
     messages: list[dict[str, Any]] = []
     for index, value in enumerate(top.get("messages", (list,))):
         item = _Reader(
@@ -184,6 +190,20 @@ def _plan(data: dict[str, Any]) -> _Plan:
     return _Plan(title.strip()[:200], sorted(messages, key=lambda m: m["seq"]), _ordered(runs))
 
 
+def _check_counts(messages: list[Any], runs: list[Any]) -> None:
+    """One import is bounded: its rows are written in one transaction, which holds the
+    database's write lock (SQLite: every other writer waits) while it lasts."""
+    for rows, limit, what in (
+        (messages, settings.AGENTSITE_IMPORT_MAX_MESSAGES, "messages"),
+        (runs, settings.AGENTSITE_IMPORT_MAX_RUNS, "runs"),
+    ):
+        if len(rows) > limit:
+            raise _refuse(
+                f"The file holds {len(rows):,} {what}; an import takes at most {limit:,} {what}.",
+                "too_large",
+            )
+
+
 def _check_links(messages: list[dict[str, Any]], runs: list[dict[str, Any]]) -> None:
     message_ids = [m["id"] for m in messages]
     run_ids = [r["id"] for r in runs]
@@ -226,6 +246,38 @@ def _ordered(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return ordered
 
 
+def _run_row(conversation: Conversation, item: dict[str, Any], now: Any, earlier: Any) -> Run:
+    status, error = item["status"], item["error"]
+    if status in Run.ACTIVE_STATUSES:  # exported mid-run: it never finished
+        status = Run.Status.FAILED
+        error = error or "The run was still working when the conversation was exported."
+    return Run(
+        conversation=conversation,
+        selected_at=now if item["selected"] else earlier,
+        status=status,
+        iterations=item["iterations"],
+        usage=item["usage"],
+        elapsed=item["elapsed"],
+        error=error,
+        started_at=now,
+        finished_at=now,
+    )
+
+
+def _link_runs(links: Iterable[tuple[int | None, int | None, int]]) -> None:
+    """Set each new run's parent and question: (parent id, message id, run id). One
+    statement run for many rows (the database driver's ``executemany``): Django's
+    ``bulk_update`` builds a CASE per row, 13 s for 8,000 runs on SQLite."""
+    table = connection.ops.quote_name(Run._meta.db_table)
+    parent = connection.ops.quote_name(Run._meta.get_field("parent").column)
+    trigger = connection.ops.quote_name(Run._meta.get_field("trigger_message").column)
+    key = connection.ops.quote_name(Run._meta.pk.column)
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"UPDATE {table} SET {parent} = %s, {trigger} = %s WHERE {key} = %s", list(links)
+        )
+
+
 def conversation_import(*, owner, raw: bytes) -> Conversation:
     """A new conversation of ``owner`` from an export file: all of it, or nothing (an
     :class:`ApplicationError` saying what is wrong with the file)."""
@@ -236,25 +288,10 @@ def conversation_import(*, owner, raw: bytes) -> Conversation:
     earlier = now - timedelta(seconds=1)
     with transaction.atomic():
         conversation = conversation_create(owner=owner, title=plan.title)
-        runs: dict[int, Run] = {}
-        for item in plan.runs:
-            status = item["status"]
-            error = item["error"]
-            if status in Run.ACTIVE_STATUSES:  # exported mid-run: it never finished
-                status = Run.Status.FAILED
-                error = error or "The run was still working when the conversation was exported."
-            runs[item["id"]] = Run.objects.create(
-                conversation=conversation,
-                parent=runs[item["parent_id"]] if item["parent_id"] is not None else None,
-                selected_at=now if item["selected"] else earlier,
-                status=status,
-                iterations=item["iterations"],
-                usage=item["usage"],
-                elapsed=item["elapsed"],
-                error=error,
-                started_at=now,
-                finished_at=now,
-            )
+        # Runs, then messages, in batches; then the links between them (a run's parent
+        # and question), which need the rows' new ids.
+        runs = {item["id"]: _run_row(conversation, item, now, earlier) for item in plan.runs}
+        Run.objects.bulk_create(runs.values(), batch_size=BATCH)
         rows = [
             Message(
                 conversation=conversation,
@@ -271,15 +308,17 @@ def conversation_import(*, owner, raw: bytes) -> Conversation:
             )
             for number, item in enumerate(plan.messages, start=1)
         ]
-        Message.objects.bulk_create(rows)
+        Message.objects.bulk_create(rows, batch_size=BATCH)
         saved = {item["id"]: row.pk for item, row in zip(plan.messages, rows, strict=True)}
-        if not all(saved.values()):  # a backend that returns no ids: read them back
-            by_seq = dict(conversation.messages.values_list("seq", "pk"))
-            saved = {item["id"]: by_seq[n] for n, item in enumerate(plan.messages, start=1)}
-        for item in plan.runs:
-            if item["trigger_message_id"] is not None:
-                runs[item["id"]].trigger_message_id = saved[item["trigger_message_id"]]
-        Run.objects.bulk_update(list(runs.values()), ["trigger_message"])
+        _link_runs(
+            (
+                runs[item["parent_id"]].pk if item["parent_id"] is not None else None,
+                saved[item["trigger_message_id"]] if item["trigger_message_id"] else None,
+                runs[item["id"]].pk,
+            )
+            for item in plan.runs
+            if item["parent_id"] is not None or item["trigger_message_id"] is not None
+        )
         Conversation.objects.filter(pk=conversation.pk).update(last_message_seq=len(rows))
         conversation.last_message_seq = len(rows)
     return conversation

@@ -148,3 +148,41 @@ def test_after_a_restart_one_call_fails_and_every_thread_takes_a_checked_connect
     assert out["first"] == "OperationalError"
     assert all(isinstance(pid, int) for pid in out["after"]), out["after"]
     assert not set(out["after"]) & set(out["before"])  # new connections, not the dead ones
+
+
+IMPORT_SCRIPT = textwrap.dedent(
+    """
+    import json
+
+    from django.contrib.auth import get_user_model
+
+    from conversations.transfer.importing import conversation_import
+
+    user = get_user_model().objects.create_user(username="pg-import", password="pw-pg-123")
+    messages = [
+        {"id": 10, "seq": 1, "role": "user", "content": "q1", "run_id": 7},
+        {"id": 11, "seq": 2, "role": "assistant", "content": "a1", "run_id": 7},
+        {"id": 12, "seq": 3, "role": "user", "content": "q2", "run_id": 8},
+    ]
+    runs = [
+        {"id": 7, "trigger_message_id": 10, "status": "succeeded", "selected": True},
+        {"id": 8, "parent_id": 7, "trigger_message_id": 12, "status": "running"},
+    ]
+    raw = json.dumps({"format": "agentsite.conversation", "version": 1,
+                      "messages": messages, "runs": runs}).encode()
+    conversation = conversation_import(owner=user, raw=raw)
+    rows = list(conversation.runs.order_by("pk").values_list(
+        "parent_id", "trigger_message__content", "status"))
+    first = conversation.runs.order_by("pk").first().pk
+    print(json.dumps({"rows": rows, "first": first}))
+    """
+)
+
+
+def test_an_import_links_its_runs_on_postgresql(tmp_path):
+    """The import links runs to their parents and questions in one executemany."""
+    result = run_on_fresh_postgres(tmp_path, IMPORT_SCRIPT)
+
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["rows"] == [[None, "q1", "succeeded"], [out["first"], "q2", "failed"]]

@@ -57,6 +57,22 @@ def test_a_lone_surrogate_is_400_and_saves_nothing(api, mine, body):
     assert counts() == before
 
 
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/api/conversations/{id}/messages", '{"content": "x", "extra": 1e999}'),
+        ("/api/conversations/import", '{"format": "agentsite.conversation", "n": -1e400}'),
+    ],
+)
+def test_a_number_past_a_floats_range_is_400_and_saves_nothing(api, mine, path, body):
+    """``1e999`` is valid JSON that Python reads as infinity: no column stores it."""
+    before = counts()
+    response = api.post(path.format(id=mine.pk), body)
+    assert response.status_code == 400 and is_json_error(response)
+    assert "too large to store" in response.json()["error"]
+    assert counts() == before
+
+
 def test_a_lone_surrogate_in_a_title_is_400(api, mine):
     created = api.post("/api/conversations", '{"title": "\\ud800"}')
     renamed = api.patch(f"/api/conversations/{mine.pk}", '{"title": "a\\udbff"}')

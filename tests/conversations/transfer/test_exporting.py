@@ -204,6 +204,8 @@ HEADER = b'{"format": "agentsite.conversation", "version": 1, '
         (b'{"format": "agentsite.conversation", "version": NaN}', "not JSON"),
         (HEADER + b'"messages": [], "runs": [], "x": ' + b"[" * 40 + b"]" * 40 + b"}", "nested"),
         (b"\xff\xfe", "not JSON"),
+        (HEADER + b'"messages": [{"usage": {"total_tokens": 1e999}}], "runs": []}', "too large"),
+        (HEADER + b'"messages": [], "runs": [], "x": -1e400}', "too large"),
     ],
 )
 def test_a_file_that_is_not_an_export_is_refused(user, raw, says):
@@ -274,3 +276,36 @@ def test_an_imported_follow_up_shows_as_delivered(client, user):
     assert "Also Rome" in page
     assert "delivered to the agent" in page
     assert "will read it" not in page
+
+
+def test_a_many_run_import_is_bounded_and_written_in_batches(user, settings):
+    """A file with more runs or messages than the limits says so (413) and saves
+    nothing; one within them is written in a few statements, not one per run."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def chain(count: int) -> bytes:
+        messages = [
+            {"id": n, "seq": n, "role": "user", "content": f"q{n}", "run_id": n}
+            for n in range(1, count + 1)
+        ]
+        runs = [
+            {"id": n, "parent_id": n - 1 if n > 1 else None, "trigger_message_id": n,
+             "status": "succeeded", "selected": True}
+            for n in range(1, count + 1)
+        ]  # fmt: skip
+        head = {"format": "agentsite.conversation", "version": 1}
+        return json.dumps({**head, "messages": messages, "runs": runs}).encode()
+
+    settings.AGENTSITE_IMPORT_MAX_RUNS = 1000
+    before = _counts()
+    with pytest.raises(ApplicationError) as refused:
+        importing.conversation_import(owner=user, raw=chain(1001))
+    assert refused.value.code == "too_large" and "1,000 runs" in refused.value.message
+    assert _counts() == before
+
+    with CaptureQueriesContext(connection) as writes:
+        imported = importing.conversation_import(owner=user, raw=chain(1000))
+    assert imported.runs.count() == 1000 and imported.messages.count() == 1000
+    assert RunTree.load(imported.pk).tip().run_id == imported.runs.order_by("-pk")[0].pk
+    assert len(writes.captured_queries) < 100  # batches, not a statement per row (2,000)
