@@ -94,10 +94,13 @@ def share_url(share: SharedLink) -> str:
 
 
 def share_public(*, token: str) -> SharedLink:
-    """The live link with this token; 404 for an unknown or revoked one."""
+    """The live link with this token; 404 for an unknown or revoked one, or one whose
+    owner's account was deactivated (it answers again if the account is reactivated)."""
     if not token or len(token) > 64:
         raise Http404("No such shared link.")
-    return get_object_or_404(SharedLink, token=token, revoked_at__isnull=True)
+    return get_object_or_404(
+        SharedLink, token=token, revoked_at__isnull=True, owner__is_active=True
+    )
 
 
 # ----------------------------------------------------------------------- snapshot

@@ -86,6 +86,19 @@ def test_revoked_and_unknown_tokens_are_404(client, user, tree):
     assert client.get("/s/" + "x" * 80 + "/").status_code == 404
 
 
+def test_a_deactivated_owners_links_stop_answering(client, user, tree):
+    """An administrator deactivated the account: what it shared goes dark with it (and
+    answers again if the account is reactivated), like the API tokens it made."""
+    share = sharing.share_create(conversation=tree.conversation)
+    assert _public(client, share).status_code == 200
+
+    type(user).objects.filter(pk=user.pk).update(is_active=False)
+    assert _public(client, share).status_code == 404
+
+    type(user).objects.filter(pk=user.pk).update(is_active=True)
+    assert _public(client, share).status_code == 200
+
+
 def test_the_settings_page_lists_links_with_revoke_buttons(client, user, tree):
     live = sharing.share_create(conversation=tree.conversation)
     gone = sharing.share_revoke(share=sharing.share_create(conversation=tree.conversation))
