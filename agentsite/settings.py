@@ -180,6 +180,9 @@ AGENTSITE_RUN_HEARTBEAT_SECONDS = env.float("AGENTSITE_RUN_HEARTBEAT_SECONDS", d
 AGENTSITE_RUN_DEADLINE_SECONDS = env.float("AGENTSITE_RUN_DEADLINE_SECONDS", default=600.0)
 # A tool call waiting for the user's approval counts as denied after this long.
 AGENTSITE_APPROVAL_TIMEOUT_SECONDS = env.float("AGENTSITE_APPROVAL_TIMEOUT_SECONDS", default=300.0)
+# Python sandboxes (the python tool) running at once per process: the host's RAM for them
+# is bounded by this many times one sandbox's memory and disk limits.
+AGENTSITE_SANDBOX_CONCURRENCY = env.int("AGENTSITE_SANDBOX_CONCURRENCY", default=4)
 # GIL switch interval of the streaming processes (CPython's default is 5 ms; 0 keeps it).
 AGENTSITE_GIL_SWITCH_MS = env.float("AGENTSITE_GIL_SWITCH_MS", default=1.0)
 AGENTSITE_SSE_HEARTBEAT = env.float("AGENTSITE_SSE_HEARTBEAT", default=15.0)  # seconds

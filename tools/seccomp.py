@@ -5,7 +5,9 @@ before it runs the sandboxed command; this module produces that program. It deni
 ``EPERM``, every way to create a socket (``socket``, ``socketpair``, and io_uring, which
 can create sockets too), so no Unix-domain or network socket exists inside the sandbox
 whatever the code does, plus a few kernel interfaces a snippet never needs (``ptrace``,
-``bpf``, ``perf_event_open``, ``userfaultfd``, the key rings, mounting and namespaces).
+``bpf``, ``perf_event_open``, ``userfaultfd``, the key rings, mounting and namespaces), and
+the ways to hold memory the address-space limit does not see (``memfd_create``,
+``memfd_secret``, SysV ``shmget``).
 
 Why libseccomp through ctypes: it is what bubblewrap's own users (Flatpak) compile their
 filters with. It knows each architecture's syscall numbers and prepends the architecture
@@ -45,6 +47,12 @@ DENIED_SYSCALLS = (
     "mount",
     "umount2",
     "pivot_root",
+    # Memory outside the address-space limit: memfd pages filled with write() and SysV
+    # shared memory are not mapped, so RLIMIT_AS does not count them (300 MiB in memfds
+    # got past a 128 MiB bound); mmap'ed shared memory is counted and stays allowed.
+    "memfd_create",
+    "memfd_secret",
+    "shmget",
 )
 
 SCMP_ACT_ALLOW = 0x7FFF0000

@@ -447,6 +447,58 @@ print("RESULT", json.dumps(out))
     assert out == {"bytearray": "MemoryError", "mmap": errno.ENOMEM, "malloc": None}
 
 
+async def test_anonymous_shared_memory_cannot_hold_memory_past_the_bound():
+    """memfd pages written with write() are not in the address space: 300 MiB in memfds
+    slipped past the 128 MiB bound. memfd_create (and memfd_secret, SysV shmget) fail."""
+    code = (
+        UNGUARD
+        + """
+import errno, json, os
+out = {"written": 0}
+try:
+    chunk = b"x" * (1024 * 1024)
+    for n in range(30):
+        fd = os.memfd_create("hoard%d" % n)
+        for _ in range(10):
+            out["written"] += os.write(fd, chunk)
+    out["memfd"] = "CREATED"
+except OSError as exc:
+    out["memfd"] = exc.errno
+libc.syscall.restype = ctypes.c_long
+for name, number, args in (("memfd_secret", 447, (0,)), ("shmget", 29, (0, 1 << 28, 0o1600))):
+    result = libc.syscall(number, *args)
+    out[name] = ctypes.get_errno() if result == -1 else "ALLOWED"
+print("RESULT", json.dumps(out))
+"""
+    )
+    out, _ = await run(code, memory_mb=128)
+    assert out == {
+        "written": 0, "memfd": errno.EPERM, "memfd_secret": errno.EPERM, "shmget": errno.EPERM,
+    }  # fmt: skip
+
+
+async def test_sandboxes_at_once_are_capped(settings):
+    """Each sandbox holds its own memory bound: more than the cap at once wait for a slot,
+    so the host's RAM is bounded by the cap times one sandbox's bound."""
+    settings.AGENTSITE_SANDBOX_CONCURRENCY = 2
+    marker = Path(tempfile.mkdtemp(prefix="sandbox-slots-"))
+    code = """
+    import json, time
+    started = time.time()
+    time.sleep(1.0)
+    print("RESULT", json.dumps({"started": started, "ended": time.time()}))
+    """
+    try:
+        spans = [found for found, _ in await asyncio.gather(*(run(code) for _ in range(5)))]
+    finally:
+        shutil.rmtree(marker, ignore_errors=True)
+    most = max(
+        sum(1 for other in spans if other["started"] <= span["started"] < other["ended"])
+        for span in spans
+    )
+    assert most <= 2, spans
+
+
 async def test_cpu_loop_is_killed_even_when_it_ignores_sigxcpu():
     code = """
     import signal

@@ -10,9 +10,13 @@ directory become artifacts.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+from django.conf import settings
+
 from engine import Tool, ToolResult
+from engine.loops import PerLoop
 from tools import sandbox_checks  # noqa: F401  (registers the sandbox's system check)
 from tools.artifacts import persist_artifacts
 from tools.registry import ToolContext, ToolSpec, register
@@ -24,13 +28,32 @@ DEFAULTS = SandboxLimits()
 MAX_CODE_CHARS = 50_000
 
 
+# Sandboxes running at once on one event loop (a worker's, or the embedded server's): each
+# holds its own memory and disk bound, so the host's RAM is bounded by this many of them.
+_slots: PerLoop[asyncio.Semaphore] = PerLoop(
+    lambda: asyncio.Semaphore(settings.AGENTSITE_SANDBOX_CONCURRENCY)
+)
+
+
 async def python_exec(code: str, limits: SandboxLimits) -> ToolResult:
     if len(code) > MAX_CODE_CHARS:
         return ToolResult(f"Error: code longer than {MAX_CODE_CHARS:,} characters", is_error=True)
+    slots = _slots.get()
+    try:
+        async with asyncio.timeout(limits.wall_seconds):
+            await slots.acquire()
+    except TimeoutError:
+        return ToolResult(
+            f"Error: every Python sandbox of this server is busy "
+            f"({settings.AGENTSITE_SANDBOX_CONCURRENCY} run at once); try again shortly.",
+            is_error=True,
+        )
     try:
         result = await run_python(code, limits)
     except SandboxUnavailable as exc:
         return ToolResult(f"Error: the Python sandbox is unavailable: {exc}", is_error=True)
+    finally:
+        slots.release()
     failed = result.timed_out or result.cpu_exceeded or result.exit_code != 0
     return ToolResult(result.summary(), "text", result.artifacts, is_error=failed)
 
