@@ -10,6 +10,7 @@ import pytest
 from django.core.cache import cache
 
 from agentsite import eventloop
+from tests.tools.conftest import web_server  # noqa: F401  (an HTTP server on loopback, for all)
 
 
 @pytest.fixture(scope="session")

@@ -21,6 +21,7 @@ from engine import Tool, ToolRegistry
 from llms import configcache
 from tools.models import ToolConfig
 from tools.models.config import config_schema_errors, secret_keys
+from tools.redaction import redacting, secret_values
 from tools.registry import ToolContext, ToolSpec, all_specs, get_spec
 from tools.selectors import toolconfigs_for_user
 
@@ -171,7 +172,18 @@ def tools_for_user(
                 continue
             registry.register(tool)
     _add_mcp_tools(registry, servers=rows.mcp_servers, context=context)
-    return registry
+    return _redacted(registry, rows)
+
+
+def _redacted(registry: ToolRegistry, rows: ToolRows) -> ToolRegistry:
+    """The registry's tools, their results redacted of every secret the run's tools hold
+    (tools/redaction.py): a service reflecting a header must not hand it to the model."""
+    held: list[Any] = [row.secrets_dict for row in rows.tool_configs]
+    held += [(server.env_dict, server.headers_dict) for server in rows.mcp_servers]
+    secrets = secret_values(held)
+    if not secrets:
+        return registry
+    return ToolRegistry(redacting(tool, secrets) for tool in registry)
 
 
 def _add_mcp_tools(registry: ToolRegistry, *, servers: Any, context: ToolContext) -> None:
