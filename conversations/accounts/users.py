@@ -12,7 +12,6 @@ command) is seen after ``USER_CACHE_SECONDS``.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -21,7 +20,9 @@ from django.core.cache import cache
 from django.db.models.signals import post_delete, post_save
 from redis.exceptions import RedisError
 
-logger = logging.getLogger(__name__)
+from agentsite.episodes import OutageLog
+
+cache_unreachable = OutageLog("the user cache")
 
 USER_CACHE_SECONDS = 60
 
@@ -35,16 +36,17 @@ def cached_user(user_id: Any) -> Any:
     key = user_cache_key(user_id)
     try:
         user = cache.get(key)
-    except RedisError:
-        logger.warning("user cache unreachable: reading user %s from the database", user_id)
+    except RedisError as exc:  # read from the database meanwhile; logged once per outage
+        cache_unreachable.failed(exc, doing=f"reading user {user_id}")
         return _from_database(user_id)
+    cache_unreachable.recovered()
     if user is None:
         user = _from_database(user_id)
         if user is not None:
             try:
                 cache.set(key, user, USER_CACHE_SECONDS)
-            except RedisError:
-                logger.warning("user cache unreachable: user %s not cached", user_id)
+            except RedisError as exc:
+                cache_unreachable.failed(exc, doing=f"caching user {user_id}")
     return user
 
 
