@@ -69,17 +69,23 @@ def script_erase(llm_server) -> None:
     )
 
 
-async def started_run(user, llm_server):
-    """A run paused at the erase call; the conversation's frames so far."""
-    script_erase(llm_server)
+async def watched_run(user, content: str):
+    """A run of a new conversation, executing, and a channel in the conversation's group:
+    (conversation, run, its task, layer, channel)."""
     conversation = await sync_to_async(services.conversation_create)(owner=user)
     _, run, _ = await sync_to_async(services.message_post)(
-        conversation=conversation, user=user, content="erase my notes"
+        conversation=conversation, user=user, content=content
     )
     layer = get_channel_layer()
     channel = await layer.new_channel()
     await layer.group_add(conversation_group(conversation.pk), channel)
-    running = asyncio.ensure_future(execute(run.pk))
+    return conversation, run, asyncio.ensure_future(execute(run.pk)), layer, channel
+
+
+async def started_run(user, llm_server):
+    """A run paused at the erase call; the conversation's frames so far."""
+    script_erase(llm_server)
+    conversation, run, running, layer, channel = await watched_run(user, "erase my notes")
     frames = await frames_until_approval(layer, channel)
     # Logged before it showed: the user may answer at once, and answers are checked there.
     assert await RunEvent.objects.filter(run=run, channel="approval").aexists()
@@ -236,14 +242,7 @@ async def test_a_call_reusing_an_approved_call_id_is_asked_about_again(
         {"content": "Done."},
         {"content": "Done."},
     )
-    conversation = await sync_to_async(services.conversation_create)(owner=user)
-    _, run, _ = await sync_to_async(services.message_post)(
-        conversation=conversation, user=user, content="erase my notes"
-    )
-    layer = get_channel_layer()
-    channel = await layer.new_channel()
-    await layer.group_add(conversation_group(conversation.pk), channel)
-    running = asyncio.ensure_future(execute(run.pk))
+    _, run, running, layer, channel = await watched_run(user, "erase my notes")
     await sync_to_async(client.force_login)(user)
 
     first = approval_id(await frames_until_approval(layer, channel))
@@ -278,14 +277,7 @@ async def test_an_mcp_servers_tools_wait_for_approval_when_its_row_says_so(
     await amcp_server_refresh(server)
     call = {"name": "clock__get_current_time", "arguments": {"timezone": "Asia/Tokyo"}}
     llm_server.push({"tool_calls": [{"id": "t1", **call}]}, {"content": "Noted."})
-    conversation = await sync_to_async(services.conversation_create)(owner=user)
-    _, run, _ = await sync_to_async(services.message_post)(
-        conversation=conversation, user=user, content="what time is it in Tokyo?"
-    )
-    layer = get_channel_layer()
-    channel = await layer.new_channel()
-    await layer.group_add(conversation_group(conversation.pk), channel)
-    running = asyncio.ensure_future(execute(run.pk))
+    _, run, running, layer, channel = await watched_run(user, "what time is it in Tokyo?")
     try:
         frames = await frames_until_approval(layer, channel)
         request = next(f for f in frames if is_request(f))["payload"]
