@@ -186,6 +186,10 @@ class ToolApproval(models.Model):
     call_id = models.CharField(max_length=200)
     tool_name = models.CharField(max_length=200)
     tool_args = models.JSONField(default=dict)
+    # engine.approval.call_binding of the call asked about, set by whoever makes the row
+    # (the run, or a decision that came first): a call takes the decision only if it is
+    # its own (same tool, same arguments).
+    binding = models.CharField(max_length=64, blank=True, editable=False)
     reason = models.TextField(blank=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     decided_by = models.ForeignKey(

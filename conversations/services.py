@@ -19,6 +19,7 @@ from conversations.history.numbering import next_message_seq
 from conversations.models import AgentMode, Conversation, Message, Run, RunEvent, ToolApproval
 from conversations.runs import control, launcher, lifecycle
 from conversations.runs.publisher import publish_events_sync
+from engine.approval import call_binding
 from engine.events import AgentEvent, ErrorEvent
 
 logger = logging.getLogger(__name__)
@@ -324,6 +325,10 @@ def approval_decide(*, run: Run, call_id: str, user, approve: bool) -> ToolAppro
             defaults={
                 "tool_name": requested.get("tool_name", ""),
                 "tool_args": requested.get("tool_args") or {},
+                # Bound to the call the card showed: only that call takes this decision.
+                "binding": call_binding(
+                    requested.get("tool_name", ""), requested.get("tool_args") or {}
+                ),
                 "reason": requested.get("reason", ""),
                 "status": status,
                 "decided_by": user,

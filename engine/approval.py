@@ -9,10 +9,14 @@ why, as the call's observation, and carries on.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
+import math
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 APPROVED = "approved"
@@ -39,6 +43,11 @@ class ApprovalRequest:
     tool_args: dict[str, Any] = field(hash=False)
     reason: str
 
+    @property
+    def binding(self) -> str:
+        """What a decision on this request is bound to (:func:`call_binding`)."""
+        return call_binding(self.tool_name, self.tool_args)
+
 
 class ApprovalIds:
     """Ids for approval requests, made by the loop: a model chooses its calls' ids and
@@ -52,6 +61,51 @@ class ApprovalIds:
 
     def next(self) -> str:
         return f"approval-{self.prefix}-{next(self.counter)}"
+
+
+def call_binding(tool_name: str, tool_args: Mapping[str, Any]) -> str:
+    """The SHA-256 of a call's tool name and canonical JSON arguments (hex).
+
+    A decision is stored with the binding of the call it was asked about, and a call takes
+    only a decision with its own binding: approving one call never approves another tool,
+    or the same tool with other arguments. Numbers count by value (``1``, ``1.0``), so the
+    binding survives a database's JSON (PostgreSQL's jsonb gives ``1e16`` back as
+    ``10000000000000000``).
+    """
+    canonical = json.dumps(
+        [tool_name, _canonical(tool_args)], ensure_ascii=False, separators=(",", ":")
+    )
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _canonical(value: Any) -> list[Any]:
+    """``value`` as a tree tagged by JSON type: unambiguous (a number never reads as a
+    string, nor an object as a tagged value), object keys sorted, numbers by value."""
+    if value is None or isinstance(value, bool | str):
+        return ["v", value]
+    if isinstance(value, int | float):
+        return ["n", _number(value)]
+    if isinstance(value, Mapping):
+        entries = [[str(key), _canonical(item)] for key, item in value.items()]
+        return ["o", sorted(entries, key=lambda entry: entry[0])]
+    if isinstance(value, list | tuple):
+        return ["a", [_canonical(item) for item in value]]
+    return ["?", repr(value)]
+
+
+def _number(value: float) -> str:
+    """A number as digits and an exponent, trailing zeros moved into the exponent: exact
+    (no rounding, however many digits) and the same for every way of writing it."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    sign, digits, exponent = (
+        Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    ).as_tuple()
+    while len(digits) > 1 and digits[-1] == 0:
+        digits, exponent = digits[:-1], int(exponent) + 1
+    if digits == (0,):
+        return "0"
+    return f"{'-' if sign else ''}{''.join(map(str, digits))}e{exponent}"
 
 
 # Returns one of DECISIONS; may wait as long as it likes (it enforces its own timeout).

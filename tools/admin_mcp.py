@@ -54,12 +54,29 @@ class MCPServerForm(forms.ModelForm):
         help_text=_SECRET_HELP,
     )
 
+    confirm_tools = forms.MultipleChoiceField(
+        label="Tools that require confirmation",
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="With Requires confirmation off, every call of the tools ticked here waits "
+        "for the user's approval (with it on, every tool's does). The server's tools are "
+        "listed once it was reached: save first.",
+    )
+
     class Meta:
         model = MCPServer
         fields = [
-            "name", "description", "enabled", "requires_confirmation", "transport",
-            "command", "args", "url", "timeout", "allowed_groups",
+            "name", "description", "enabled", "requires_confirmation", "confirm_tools",
+            "transport", "command", "args", "url", "timeout", "allowed_groups",
         ]  # fmt: skip
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # The server's listed tools, and any named before that it no longer lists.
+        cached = self.instance.tools_cache or []
+        listed = [str(t["name"]) for t in cached if isinstance(t, dict) and t.get("name")]
+        chosen = [name for name in self.instance.confirm_tools or [] if name not in listed]
+        self.fields["confirm_tools"].choices = [(name, name) for name in listed + chosen]
 
     def clean_env_input(self) -> dict[str, str] | None:
         return _parse_secret_json(self.cleaned_data.get("env_input", ""), "Environment")
@@ -107,6 +124,7 @@ class MCPServerAdmin(admin.ModelAdmin):
                     "description",
                     "enabled",
                     "requires_confirmation",
+                    "confirm_tools",
                     "allowed_groups",
                 ]  # fmt: skip
             },

@@ -260,7 +260,9 @@ SCHEMAS: dict[str, Any] = {
             "description": {"type": "string"},
             "requires_confirmation": {
                 "type": "boolean",
-                "description": "Every call waits for your approval (the `approval` event).",
+                "description": "Every call waits for your approval (the `approval` "
+                "event). An MCP tool's: its server's switch, or the tool ticked on the "
+                "server's row.",
             },
             "server": {
                 "type": ["string", "null"],

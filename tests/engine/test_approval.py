@@ -10,7 +10,7 @@ import pytest
 
 from engine.agent import ReActAgent
 from engine.answer import CANCELLED
-from engine.approval import APPROVED, DENIED, EXPIRED, ApprovalRequest
+from engine.approval import APPROVED, DENIED, EXPIRED, ApprovalRequest, call_binding
 from engine.cancel import CancelToken
 from engine.events import AgentEvent, Approval, IterationDone
 from engine.llm.scripted import ScriptedLLM
@@ -164,6 +164,46 @@ async def test_a_call_reusing_an_approved_call_id_waits_for_its_own_decision() -
     assert [r.tool_args["path"] for r in asked] == ["/a", "/etc", "/a"]  # each one asked
     assert len({r.call_id for r in asked}) == 3
     assert result.steps[1].error and result.steps[2].error
+    # Each request is bound to its call: the same call binds alike, another differs.
+    assert [r.binding for r in asked] == [
+        call_binding("delete", {"path": path}) for path in ("/a", "/etc", "/a")
+    ]
+    assert asked[0].binding != asked[1].binding
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (("delete", {"path": "/a", "force": True}), ("delete", {"force": True, "path": "/a"})),
+        (("delete", {"n": 1}), ("delete", {"n": 1.0})),
+        # PostgreSQL's jsonb gives these back so: the binding must not change.
+        (("delete", {"n": 1e16}), ("delete", {"n": 10**16})),
+        (("delete", {"n": 1e-7}), ("delete", {"n": 0.0000001})),
+        (
+            ("delete", {"n": 0.5, "l": [1, {"b": None}]}),
+            ("delete", {"l": [1.0, {"b": None}], "n": 0.50}),
+        ),
+    ],
+)
+def test_the_same_call_binds_alike_however_it_is_written(first, second) -> None:
+    assert call_binding(*first) == call_binding(*second)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (("delete", {"path": "/a"}), ("erase", {"path": "/a"})),
+        (("delete", {"path": "/a"}), ("delete", {"path": "/a "})),
+        (("delete", {"path": "/a"}), ("delete", {"path": "/a", "force": True})),
+        (("delete", {"n": 1}), ("delete", {"n": "1"})),
+        (("delete", {"n": 1}), ("delete", {"n": True})),
+        (("delete", {"n": 10**40}), ("delete", {"n": 10**40 + 1})),  # no rounding
+        (("delete", {"n": [1]}), ("delete", {"n": [[1]]})),
+        (("delete", {"n": {"a": 1}}), ("delete", {"n": ["o", [["a", ["n", "1e0"]]]]})),
+    ],
+)
+def test_another_tool_or_other_arguments_bind_otherwise(first, second) -> None:
+    assert call_binding(*first) != call_binding(*second)
 
 
 async def test_two_agents_never_share_an_approval_id() -> None:

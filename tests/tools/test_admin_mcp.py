@@ -84,3 +84,29 @@ def test_invalid_secret_json_is_rejected(staff_client):
     )  # fmt: skip
     assert response.status_code == 200 and "must be a JSON object" in response.content.decode()
     assert not MCPServer.objects.exists()
+
+
+def test_tick_the_tools_that_require_confirmation(staff_client, mcp_http_url):
+    """The change page lists the server's tools as boxes; a ticked one is stored, and the
+    list keeps a ticked tool the server no longer lists (unticking it drops it)."""
+    server = MCPServer.objects.create(name="clock", transport="http", url=mcp_http_url, timeout=20)
+    cache = [{"name": "get_current_time"}, {"name": "convert_time"}]
+    MCPServer.objects.filter(pk=server.pk).update(tools_cache=cache, confirm_tools=["gone_tool"])
+    change = reverse("admin:tools_mcpserver_change", args=[server.pk])
+    html = staff_client.get(change).content.decode()
+    boxes = {"get_current_time", "convert_time", "gone_tool"}
+    assert all(f'type="checkbox" name="confirm_tools" value="{b}"' in html for b in boxes)
+
+    form = {
+        "name": "clock", "transport": "http", "command": "", "args": "[]", "url": mcp_http_url,
+        "timeout": "20", "env_input": "", "headers_input": "", "confirm_tools": ["convert_time"],
+    }  # fmt: skip
+    response = staff_client.post(change, form)
+
+    assert response.status_code == 302
+    server.refresh_from_db()
+    assert server.confirm_tools == ["convert_time"] and not server.requires_confirmation
+    assert server.tool_requires_confirmation("convert_time")
+    assert not server.tool_requires_confirmation("get_current_time")
+    bad = staff_client.post(change, {**form, "confirm_tools": ["made_up"]})
+    assert bad.status_code == 200 and "Select a valid choice" in bad.content.decode()

@@ -260,3 +260,37 @@ def test_model_validation():
     assert {"name", "url"} <= set(exc.value.message_dict)
     with pytest.raises(ValidationError, match="needs a command"):
         MCPServer(name="ok", transport="stdio").full_clean()
+
+
+@pytest.mark.django_db
+def test_which_tools_wait_for_approval_the_switch_and_the_ticked_ones(user):
+    """The server's switch covers every tool (those it adds later too); with it off, only
+    the tools ticked on its row ask. A run's tools carry it (the loop asks then)."""
+    cache = [
+        {"name": name, "description": name, "input_schema": {"type": "object"}}
+        for name in ("read_page", "delete_page")
+    ]
+    MCPServer.objects.create(name="all", command="x", tools_cache=cache, requires_confirmation=True)
+    MCPServer.objects.create(
+        name="some", command="x", tools_cache=cache, confirm_tools=["delete_page"]
+    )
+    MCPServer.objects.create(name="none", command="x", tools_cache=cache)
+
+    tools = mcp_tools_for_user(user=user, context=ToolContext())
+
+    asks = {t.name: t.confirmation_reason({}) is not None for t in tools}
+    assert asks == {
+        "all__read_page": True, "all__delete_page": True,
+        "some__read_page": False, "some__delete_page": True,
+        "none__read_page": False, "none__delete_page": False,
+    }  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_tools_that_require_confirmation_must_be_a_list_of_names():
+    from django.core.exceptions import ValidationError
+
+    with pytest.raises(ValidationError) as exc:
+        MCPServer(name="ok", command="x", confirm_tools={"delete_page": True}).full_clean()
+    assert set(exc.value.message_dict) == {"confirm_tools"}
+    MCPServer(name="ok", command="x", confirm_tools=["delete_page"]).full_clean()

@@ -131,8 +131,9 @@ def _build_tool(
         parameters=_clean_schema(info.get("input_schema")),
         func=call,
         timeout=endpoint.timeout + 5,
-        # The admin's switch on the server's row covers each of its tools.
-        requires_confirmation=server.requires_confirmation,
+        # The admin's switch on the server's row covers each of its tools; the row's
+        # list names more.
+        requires_confirmation=server.tool_requires_confirmation(remote_name),
     )
 
 
@@ -176,7 +177,7 @@ def mcp_tools_described_for_user(*, user: Any) -> list[dict[str, Any]]:
                 {
                     "name": exposed,
                     "description": description[:MAX_DESCRIPTION],
-                    "requires_confirmation": server.requires_confirmation,
+                    "requires_confirmation": server.tool_requires_confirmation(str(info["name"])),
                     "server": server.name,
                 }
             )

@@ -60,6 +60,15 @@ class MCPServer(models.Model):
         default=False,
         help_text="Every call of this server's tools waits for the user's approval in the chat.",
     )
+    # Adds to the switch above, never takes from it: with it on, every tool asks (those the
+    # server adds later too); with it off, only these do.
+    confirm_tools = models.JSONField(
+        default=list,
+        blank=True,
+        verbose_name="tools that require confirmation",
+        help_text="The server's own tool names whose every call waits for the user's "
+        "approval, when the switch above is off.",
+    )
     allowed_groups = models.ManyToManyField(
         "auth.Group",
         blank=True,
@@ -99,6 +108,11 @@ class MCPServer(models.Model):
     def headers_dict(self, value: dict[str, str]) -> None:
         self.headers = json.dumps(value) if value else ""
 
+    def tool_requires_confirmation(self, tool_name: str) -> bool:
+        """Whether every call of the server's tool ``tool_name`` (its own name, not the
+        ``<server>__<tool>`` the model sees) waits for the user's approval."""
+        return self.requires_confirmation or tool_name in (self.confirm_tools or [])
+
     @property
     def tool_count(self) -> int:
         return len(self.tools_cache or [])
@@ -114,5 +128,8 @@ class MCPServer(models.Model):
                 errors["url"] = "An HTTP server needs an http(s) URL."
         if not isinstance(self.args, list) or not all(isinstance(a, str) for a in self.args):
             errors["args"] = "Arguments must be a JSON list of strings."
+        tools = self.confirm_tools
+        if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
+            errors["confirm_tools"] = "Tools that require confirmation: a list of tool names."
         if errors:
             raise ValidationError(errors)

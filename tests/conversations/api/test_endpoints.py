@@ -354,15 +354,22 @@ def test_tools_lists_what_the_user_may_use(api, user):
 
 def test_tools_lists_the_mcp_tools_the_user_may_use(api, user):
     """MCP servers' tools (from their cached listings), with whether a call waits for
-    approval (the server's row); a server restricted to other groups lists nothing."""
+    approval (the server's switch, or the tool ticked on its row); a server restricted to
+    other groups, disabled, or never listed yet lists nothing."""
     from tools.models import MCPServer
 
     cache = [{"name": "delete_page", "description": "Delete a  wiki page", "input_schema": {}}]
     MCPServer.objects.create(
         name="wiki", command="x", tools_cache=cache, requires_confirmation=True
     )
+    pages = [*cache, {"name": "read_page", "description": "Read a page", "input_schema": {}}]
+    MCPServer.objects.create(
+        name="notes", command="x", tools_cache=pages, confirm_tools=["delete_page"]
+    )
     staff_only = MCPServer.objects.create(name="ops", command="x", tools_cache=cache)
     staff_only.allowed_groups.add(Group.objects.create(name="ops"))
+    MCPServer.objects.create(name="off", command="x", tools_cache=cache, enabled=False)
+    MCPServer.objects.create(name="new", command="x")
 
     tools = {tool["name"]: tool for tool in api.get("/api/tools").json()["tools"]}
 
@@ -372,7 +379,13 @@ def test_tools_lists_the_mcp_tools_the_user_may_use(api, user):
         "requires_confirmation": True,
         "server": "wiki",
     }
-    assert "ops__delete_page" not in tools
+    assert tools["notes__delete_page"]["requires_confirmation"] is True
+    assert tools["notes__read_page"]["requires_confirmation"] is False
+    assert not {name for name in tools if name.split("__")[0] in ("ops", "off", "new")}
+
+    user.groups.add(Group.objects.get(name="ops"))
+    tools = {tool["name"]: tool for tool in api.get("/api/tools").json()["tools"]}
+    assert tools["ops__delete_page"]["server"] == "ops"
 
 
 def test_edit_a_question_and_switch_between_its_versions(api, mine, theirs):
