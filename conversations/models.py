@@ -134,6 +134,13 @@ class Run(models.Model):
     # The technical cause (the provider's response, the exception): for admins only.
     error_detail = models.TextField(blank=True)
     task_id = models.CharField(max_length=64, blank=True)
+    # A ReAct run that paused (a loop guard stopped it so the user can step in) keeps the
+    # engine's messages from its question on, as JSON text (ChatMessage.to_dict; text, not
+    # jsonb, which reorders keys: the model gets its calls back byte for byte): Continue
+    # goes on from them. Null: nothing to go on from (not paused, or paused in plan mode).
+    resume_trace = models.TextField(null=True, blank=True, editable=False)
+    # This run goes on from its parent's trace (the parent paused; the user chose Continue).
+    resumes_parent = models.BooleanField(default=False)
     cancel_requested = models.BooleanField(default=False)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

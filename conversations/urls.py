@@ -21,6 +21,7 @@ urlpatterns = [
     path("c/<id:conversation_id>/mode/", views.conversation_mode, name="conversation_mode"),
     path("runs/<id:run_id>/cancel/", views.run_cancel, name="run_cancel"),
     path("runs/<id:run_id>/retry/", branch_views.run_retry, name="run_retry"),
+    path("runs/<id:run_id>/resume/", branch_views.run_resume, name="run_resume"),
     path("runs/<id:run_id>/regenerate/", branch_views.run_regenerate, name="run_regenerate"),
     path("runs/<id:run_id>/select/", branch_views.run_select, name="run_select"),
     path("m/<id:message_id>/", branch_views.message_show, name="message_show"),

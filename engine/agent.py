@@ -122,6 +122,9 @@ class AgentResult:
     the loop ran); ``history`` is the conversation the run was given. ``stop_reason`` says
     why the loop ended: ``answer``, ``max_iterations``, ``repeated_error``,
     ``no_progress``, ``cancelled``, ``llm_error``, ``length`` or ``stream_broken``.
+    ``trace`` is the run's part of ``messages``: its question and everything after it
+    (the tool calls and results as the model last saw them); a paused run goes on from
+    it (``run(note, history, resume=result.trace)``).
     """
 
     answer: str
@@ -136,6 +139,7 @@ class AgentResult:
     stop_reason: str = "answer"
     answer_streamed: bool = False
     history: list[ChatMessage] = field(default_factory=list)
+    trace: list[ChatMessage] = field(default_factory=list)
 
 
 class _AnswerCut(Exception):
@@ -188,6 +192,9 @@ class _Run:
     answer_streamed: bool = False
     # Follow-ups sent before the answer on the page began: they defer it (drained next).
     held_injections: list[str] = field(default_factory=list)
+    # The first message of the run's trace: its question (or, resumed, the question of
+    # the run it goes on from).
+    trace_start: ChatMessage | None = None
 
 
 class ReActAgent:
@@ -248,8 +255,22 @@ class ReActAgent:
 
     # ------------------------------------------------------------------ phase 1
 
-    async def run(self, query: str, history: Sequence[ChatMessage] = ()) -> AgentResult:
-        """Run the tool loop for ``query`` (appended to ``history`` as a pinned message)."""
+    async def run(
+        self,
+        query: str,
+        history: Sequence[ChatMessage] = (),
+        *,
+        resume: Sequence[ChatMessage] = (),
+    ) -> AgentResult:
+        """Run the tool loop for ``query`` (appended to ``history`` as a pinned message).
+
+        ``resume`` goes on from a run that paused so the user could step in: that run's
+        :attr:`AgentResult.trace` (its question, tool calls and results, exactly as it
+        sent them), with ``history`` the conversation before its question. The model sees
+        the trace, then ``query`` (the user's note, or a request to continue); the
+        context guard bounds it like any history. The result's trace holds the earlier
+        one too, so a resumed run that pauses again can be resumed in turn.
+        """
         run = _Run(query=query, tools=self.tools, started=time.perf_counter())
         run.page.on_start = lambda: run.held_injections.extend(self._pending_interrupts())
         mode = "native" if self._native_mode_active else "json"
@@ -259,7 +280,7 @@ class ReActAgent:
         status, answer, error, stop_reason = SUCCEEDED, "", None, "answer"
         try:
             run.tools = await self._select_tools(run)
-            run.messages = self._initial_messages(run, history)
+            run.messages = self._initial_messages(run, history, resume)
             if self._native_mode_active:
                 answer = await self._run_native(run)
             else:
@@ -291,6 +312,7 @@ class ReActAgent:
             stop_reason=stop_reason,
             answer_streamed=run.answer_streamed,
             history=list(history),
+            trace=_trace(run.messages, run.trace_start),
         )
         if status in (SUCCEEDED, PAUSED) and not run.answer_streamed:
             await self._emit(AnswerSignal())  # the answer is still to be written
@@ -317,7 +339,9 @@ class ReActAgent:
         run.usage = run.usage + selection.usage
         return selection.registry
 
-    def _initial_messages(self, run: _Run, history: Sequence[ChatMessage]) -> list[ChatMessage]:
+    def _initial_messages(
+        self, run: _Run, history: Sequence[ChatMessage], resume: Sequence[ChatMessage] = ()
+    ) -> list[ChatMessage]:
         if self._native_mode_active:
             system = prompts.native_system_prompt(self.system_prompt)
         elif self.small_model:
@@ -326,11 +350,9 @@ class ReActAgent:
             )
         else:
             system = prompts.json_system_prompt(run.tools.to_prompt_catalog(), self.system_prompt)
-        return [
-            ChatMessage("system", system),
-            *history,
-            ChatMessage("user", run.query, pinned=True),
-        ]
+        query = ChatMessage("user", run.query, pinned=True)
+        run.trace_start = resume[0] if resume else query
+        return [ChatMessage("system", system), *history, *resume, query]
 
     async def _run_json(self, run: _Run) -> str:
         """JSON mode: one action per reply, observations as ``Observation:`` messages."""
@@ -827,6 +849,24 @@ def _normalise_calls(calls: Sequence[ToolCall], iteration: int) -> list[ToolCall
         seen.add(call.id)
         out.append(call)
     return out
+
+
+def _trace(messages: Sequence[ChatMessage], start: ChatMessage | None) -> list[ChatMessage]:
+    """``messages`` from the run's first own message on.
+
+    Compaction keeps that message (the question is pinned) but may have copied it (cut
+    or unpinned): then the first user message with its text's beginning marks it.
+    """
+    if start is None:
+        return []
+    for k, message in enumerate(messages):
+        if message is start:
+            return list(messages[k:])
+    head = start.text()[:200]
+    for k, message in enumerate(messages):
+        if message.role == start.role and head and message.text().startswith(head):
+            return list(messages[k:])
+    return []
 
 
 def _joined(*parts: str) -> str:

@@ -299,8 +299,10 @@ sequence number), `event:` (the protocol channel) and `data:` (the JSON payload)
   `completed` (`result`, `iterations`), `failed` (`error`), `skipped` (`reason`)
 - `inject`: `{type:"inject", content}`
 - `done`: `{status, answer, iterations, usage, elapsed}` (status `succeeded`, or
-  `incomplete` with a `reason` when the answer was cut short; a `succeeded` one may carry a
-  `reason` too, e.g. when the answer could not be rewritten)
+  `incomplete` with a `reason` when the answer was cut short, or `paused` with a `reason`
+  when a loop guard stopped the run so you can step in: continue it with
+  `POST /api/runs/{run_id}/resume`; a `succeeded` one may carry a `reason` too, e.g. when
+  the answer could not be rewritten)
 - `error`: `{message, status, answer}` (status `failed`, `cancelled`, or `incomplete`
   when a run reached its time limit mid-answer); `answer` is the partial answer kept
   (`""` if none), which replaces what the deltas assembled
@@ -318,6 +320,9 @@ sequence number), `event:` (the protocol channel) and `data:` (the JSON payload)
   the questions of the new run `run_id`, whose events follow
 - `unanswered`: `{messages: [{id, content, pinned}]}`, after a Stop's `error`: follow-ups
   the stopped run never took in stay in the conversation as ordinary messages, unanswered
+- `resume`: `{resumed_run_id, tool_results}`, a run's first event when it continues a
+  paused run (`POST /api/runs/{run_id}/resume`): the run it goes on from, and how many
+  tool results of that run's trace the model sees again
 
 Every event's data also carries `branch: {run_id, parent_run_id}`: the run it belongs to
 and the run that one continues (the conversation is a tree of runs: see `Versions`). The
@@ -543,6 +548,42 @@ def _paths() -> dict[str, Any]:
                     "400": _error("BadRequest"),
                     "404": _error("NotFound"),
                     "409": _error("Conflict"),
+                    **auth_errors,
+                },
+            },
+        },
+        "/api/runs/{run_id}/resume": {
+            "parameters": [_id_param("run_id", "run")],
+            "post": {
+                "summary": "Continue a paused run from where it stopped, with an optional note",
+                "description": "A run a loop guard paused (`status: paused`: the same tool "
+                "error again and again, or turns without progress) goes on as a new run, "
+                "its continuation (`parent_run_id` is the paused run): the model sees the "
+                "paused run's tool calls and results as they were, then `content` (saved "
+                "as a user message first) or, without one, a short request to continue. "
+                "The new run's first event is `resume`. 409 when the run is not paused, "
+                "cannot be resumed (paused in plan mode, which keeps no trace) or a run of "
+                "the conversation is active; 400 for a note over the message limit.",
+                "operationId": "resumeRun",
+                "requestBody": _body(
+                    {
+                        "type": "object",
+                        "properties": {
+                            "content": {
+                                "type": ["string", "null"],
+                                "description": "A note for the agent (optional).",
+                            }
+                        },
+                        "additionalProperties": False,
+                    },
+                    required=False,
+                ),
+                "responses": {
+                    "202": _json(_ref("Run"), "The new run, queued."),
+                    "400": _error("BadRequest"),
+                    "404": _error("NotFound"),
+                    "409": _error("Conflict"),
+                    "413": _error("TooLarge"),
                     **auth_errors,
                 },
             },

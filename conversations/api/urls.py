@@ -21,6 +21,7 @@ urlpatterns = [
     ),
     path("runs/<id:run_id>/cancel", views.run_cancel, name="api_run_cancel"),
     path("runs/<id:run_id>/retry", views.run_retry, name="api_run_retry"),
+    path("runs/<id:run_id>/resume", views.run_resume, name="api_run_resume"),
     path("runs/<id:run_id>/regenerate", views.run_regenerate, name="api_run_regenerate"),
     path("runs/<id:run_id>/select", views.run_select, name="api_run_select"),
     path("messages/<id:message_id>/edit", views.message_edit, name="api_message_edit"),

@@ -18,7 +18,7 @@ from conversations import selectors, services
 from conversations.api.auth import api_view, json_error
 from conversations.api.body import read_json_object
 from conversations.api.params import DB_ID_MAX, whole_number
-from conversations.branches import branching
+from conversations.branches import branching, resuming
 from conversations.branches.tree import RunTree
 from conversations.history.numbering import last_event_seq
 from conversations.models import CompactionSummary, Conversation, Message, Run
@@ -296,6 +296,18 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
 def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
     run = selectors.run_get(user=request.user, run_id=run_id)
     return JsonResponse(run_out(services.run_retry(run=run, user=request.user)), status=202)
+
+
+@api_view("POST")
+def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
+    """``{"content": note}`` (optional): go on from a paused run's trace, as its
+    continuation (the new run, 202)."""
+    run = selectors.run_get(user=request.user, run_id=run_id)
+    data = _json_body(request)
+    _check_fields(data, {"content"})
+    note = _string(data, "content")
+    resumed = resuming.run_resume(run=run, user=request.user, content=note)
+    return JsonResponse(run_out(resumed), status=202)
 
 
 @api_view("POST")

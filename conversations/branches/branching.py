@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agentsite.errors import ApplicationError
+from conversations.branches.traces import mark_resuming
 from conversations.branches.tree import RunTree
 from conversations.history.numbering import next_message_seq
 from conversations.models import Conversation, Message, Run
@@ -20,17 +21,17 @@ from conversations.services import active_run, message_content_clean, quota_refu
 BUSY = "Wait for the current answer to finish, or stop it, first."
 
 
-def _lock(conversation_id: int) -> None:
+def lock(conversation_id: int) -> None:
     """The conversation's row lock, as a message post takes it: no run starts meanwhile."""
     Conversation.objects.filter(pk=conversation_id).update(updated_at=timezone.now())
 
 
-def _refuse_while_busy(conversation: Conversation) -> None:
+def refuse_while_busy(conversation: Conversation) -> None:
     if active_run(conversation=conversation) is not None:
         raise ApplicationError(BUSY, code="conflict")
 
 
-def _refuse_over_quota(user) -> None:
+def refuse_over_quota(user) -> None:
     refusal = quota_refusal(user)
     if refusal:
         raise ApplicationError(refusal, code="quota")
@@ -50,11 +51,11 @@ def message_edit(*, message: Message, user, content: str) -> tuple[Message, Run]
     content = message_content_clean(content)
     conversation = message.conversation
     with transaction.atomic():
-        _lock(conversation.pk)
-        _refuse_while_busy(conversation)
+        lock(conversation.pk)
+        refuse_while_busy(conversation)
         tree = RunTree.load(conversation.pk)
         original = tree.nodes[_question_run(tree, message)]
-        _refuse_over_quota(user)
+        refuse_over_quota(user)
         edited = Message.objects.create(
             conversation=conversation,
             seq=next_message_seq(conversation.pk),
@@ -64,6 +65,7 @@ def message_edit(*, message: Message, user, content: str) -> tuple[Message, Run]
         run = run_start(
             conversation=conversation, user=user, question=edited, parent_id=original.parent_id
         )
+        _keep_resuming(original.run_id, run)
     return edited, run
 
 
@@ -76,11 +78,11 @@ def run_regenerate(*, run: Run, user, model_id: int | str | None = None) -> Run:
         raise ApplicationError("This answer has no question to answer again.")
     model = model_get_for_user(user=user, model_id=model_id) if model_id else None
     with transaction.atomic():
-        _lock(run.conversation_id)
+        lock(run.conversation_id)
         run = Run.objects.select_related("conversation", "trigger_message").get(pk=run.pk)
-        _refuse_while_busy(run.conversation)
-        _refuse_over_quota(user)
-        return run_start(
+        refuse_while_busy(run.conversation)
+        refuse_over_quota(user)
+        regenerated = run_start(
             conversation=run.conversation,
             user=user,
             question=run.trigger_message,
@@ -88,13 +90,22 @@ def run_regenerate(*, run: Run, user, model_id: int | str | None = None) -> Run:
             model=model,
             mode=run.mode,  # answered the way it was asked for
         )
+        _keep_resuming(run.pk, regenerated)
+        return regenerated
+
+
+def _keep_resuming(original_id: int, run: Run) -> None:
+    """A new version of a run that went on from a paused run's trace (its note edited,
+    its answer regenerated or retried) goes on from that trace too."""
+    if Run.objects.filter(pk=original_id, resumes_parent=True).exists():
+        mark_resuming(run)
 
 
 def branch_select_run(*, run: Run) -> Run:
     """Show ``run`` among its sibling answers (and the branch last seen below it)."""
     with transaction.atomic():
-        _lock(run.conversation_id)
-        _refuse_while_busy(run.conversation)
+        lock(run.conversation_id)
+        refuse_while_busy(run.conversation)
         run.selected_at = timezone.now()
         Run.objects.filter(pk=run.pk).update(selected_at=run.selected_at)
     return run

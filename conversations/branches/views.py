@@ -1,6 +1,7 @@
 """HTMX views for a conversation's branches: edit a question, regenerate or retry an
-answer, switch between alternatives. Each change answers with the chat's whole
-timeline (the branch shown changes), which replaces the page's ``#messages``."""
+answer, continue a paused run, switch between alternatives. Each change answers with the
+chat's whole timeline (the branch shown changes), which replaces the page's
+``#messages``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from django_htmx.http import reswap
 
 from agentsite.errors import ApplicationError
 from conversations import selectors, services
-from conversations.branches import branching
+from conversations.branches import branching, resuming
 from conversations.branches.tree import RunTree
 from conversations.models import Conversation, Message
 
@@ -112,3 +113,17 @@ def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
     except ApplicationError as exc:
         return _refused(request, exc)
     return _timeline(request, run.conversation, fresh_run_id=retry.pk)
+
+
+@require_POST
+def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Continue a paused run with the note posted (``content``, optional), as its
+    continuation; a refusal leaves the page, and the note typed, as they were."""
+    run = selectors.run_get(user=request.user, run_id=run_id)
+    try:
+        resumed = resuming.run_resume(
+            run=run, user=request.user, content=request.POST.get("content", "")
+        )
+    except ApplicationError as exc:
+        return _refused(request, exc)
+    return _timeline(request, run.conversation, fresh_run_id=resumed.pk)

@@ -56,6 +56,9 @@ class RunView:
     last_seq: int = 0
     assistant_message: Any = None
     followup: dict[str, Any] | None = None  # the run answering left-over follow-ups
+    # A paused run that kept its trace: Continue may go on from it (the run that executes
+    # it knows; a page load reads the run's row).
+    resumable: bool = False
     unanswered: list[dict[str, Any]] = field(default_factory=list)  # left over by a Stop
     plan: PlanTracker = field(init=False)  # plan mode's rounds and steps
     _open: dict[tuple[int, str], deque[ToolCard]] = field(
@@ -285,6 +288,19 @@ class RunView:
             (i for i in self.items if i.kind == "approval" and i.extra["call_id"] == call_id), None
         )
 
+    def _on_resume(self, payload: dict[str, Any], render: bool) -> str:
+        """The run goes on from a paused run's trace: said first in its steps."""
+        item = StepItem(
+            kind="resume",
+            dom_id=f"resume-{self.run_id}",
+            extra={
+                "run_id": payload.get("resumed_run_id"),
+                "tool_results": payload.get("tool_results", 0),
+            },
+        )
+        self.items.append(item)
+        return self.append_item(item, render)
+
     def _on_compact(self, payload: dict[str, Any], render: bool) -> str:
         item = StepItem(
             kind="compact",
@@ -365,6 +381,11 @@ class RunView:
         if done.get("status") != "incomplete":
             return ""
         return done.get("reason") or "The answer is incomplete."
+
+    @property
+    def paused(self) -> bool:
+        """A loop guard stopped the run so the user can step in (Continue, if resumable)."""
+        return (self.done or {}).get("status") == Run.Status.PAUSED
 
     @property
     def unsaved(self) -> str:

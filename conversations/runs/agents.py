@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conversations.models import AgentMode, Run
-from engine import LLM, ChatMessage, ModelRegistry, ReActAgent
+from engine import LLM, AgentResult, ChatMessage, ModelRegistry, ReActAgent
 from engine.events import Phase
 from engine.plan import PlanAgent, choose_mode
 
@@ -104,3 +104,27 @@ async def agent_for(
         small_model=small_model,
         **common,
     )
+
+
+async def agent_run(
+    agent: ReActAgent | PlanAgent,
+    query: str,
+    history: Sequence[ChatMessage],
+    *,
+    resume: Sequence[ChatMessage] = (),
+) -> AgentResult:
+    """Run ``agent``; ``resume`` is the trace of the paused run it goes on from (a
+    resumed run is a ReAct run: plan mode keeps no trace to go on from)."""
+    if not resume:
+        return await agent.run(query, history)
+    if not isinstance(agent, ReActAgent):
+        raise TypeError("only a ReAct agent goes on from a paused run's trace")
+    return await agent.run(query, history, resume=resume)
+
+
+def trace_to_keep(agent: ReActAgent | PlanAgent, result: AgentResult) -> list[ChatMessage]:
+    """What a run keeps to be resumed later: a paused ReAct loop's trace; nothing for a
+    run that did not pause, or a plan (whose steps' loops are gone with it)."""
+    if result.status != Run.Status.PAUSED or not isinstance(agent, ReActAgent):
+        return []
+    return result.trace

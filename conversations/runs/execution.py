@@ -12,22 +12,23 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from django.conf import settings
 
 from agentsite.outages import is_disk_full
+from conversations.branches import traces
 from conversations.history import compaction
 from conversations.models import Message, Run
 from conversations.runs import lifecycle
-from conversations.runs.agents import RunModels, agent_for, run_models
+from conversations.runs.agents import RunModels, agent_for, agent_run, run_models, trace_to_keep
 from conversations.runs.approvals import RunApprover
 from conversations.runs.control import RunControl, read_runs_state
 from conversations.runs.db import DATABASE_OUTAGES, db, patiently
 from conversations.runs.publisher import Entry, RunPublisher
 from conversations.runs.wording import duration_words
-from engine import AgentResult, CancelledRun, CancelToken, InterruptQueue, LLMError
+from engine import AgentResult, CancelledRun, CancelToken, ChatMessage, InterruptQueue, LLMError
 from engine.events import AgentEvent, Compact, Done, ErrorEvent, Inject
 from engine.llm.base import plain_message
 from tools.markdown import render_markdown
@@ -88,6 +89,9 @@ class RunSetup:
     error: str = ""  # why the agent cannot be built (shown to the user)
     # A Stop and the follow-ups saved before the claim: (cancel, [(message id, content)]).
     state: tuple[bool, list[tuple[int, str]]] = (False, [])
+    # A run resuming a paused one: that run, and the trace it goes on from.
+    resumes_run_id: int | None = None
+    resume: list[ChatMessage] = field(default_factory=list)
 
 
 class RunExecution:
@@ -181,13 +185,19 @@ class RunExecution:
                 return None
         run = self.claimed
         trigger = run.trigger_message
+        # Resuming a paused run, it reads the history before that run's question.
+        resuming = traces.resume_point(run)
         setup = RunSetup(
             run=run,
             query=trigger.content if trigger else "",
-            history=compaction.history_load(run=run),
+            history=compaction.history_load(run=resuming.history_run if resuming else run),
             start_seq=run.last_event_seq,
             reserved=run.reserved_event_numbers,
         )
+        if resuming is not None:
+            setup.resumes_run_id, setup.resume = resuming.paused_run_id, resuming.trace
+            if not resuming.trace:
+                setup.error = "The paused run kept no trace to go on from. Ask again instead."
         # A message numbered after the trigger may be a follow-up saved while the run was
         # queued (most runs have none: no query for them).
         if trigger is None or run.conversation.last_message_seq > trigger.seq:
@@ -233,6 +243,8 @@ class RunExecution:
         )
         self.publisher.view.inject_ids = self.inject_ids
         try:
+            if setup.resumes_run_id is not None:  # first: which run this one goes on from
+                await self.publisher.publish("resume", _resume_payload(setup))
             if setup.error:
                 raise LLMSetupError(setup.error)
             guard = compaction.context_guard_for(setup.model, setup.llm)
@@ -260,7 +272,8 @@ class RunExecution:
                 max_answer_tokens=setup.model.max_output_tokens,
                 approver=RunApprover(self.run_id, self.control),
             )
-            self.result = await agent.run(setup.query, loaded.messages)
+            self.result = await agent_run(agent, setup.query, loaded.messages, resume=setup.resume)
+            await self._keep_trace(trace_to_keep(agent, self.result))
             if self.result.status in (
                 Run.Status.SUCCEEDED,
                 Run.Status.PAUSED,
@@ -286,6 +299,19 @@ class RunExecution:
             logger.exception("run %s crashed", self.run_id)
             self.error_detail = f"{type(exc).__name__}: {exc}"
             return Run.Status.FAILED, "The run stopped because of an internal error. Retry?"
+
+    async def _keep_trace(self, trace: list[ChatMessage]) -> None:
+        """Store a paused run's trace before its end is written, so that Continue works
+        the moment the page shows it; without it the run is not resumable, not failed."""
+        if not trace:
+            return
+        try:
+            kept = await db(traces.trace_store)(run_id=self.run_id, trace=trace)
+        except Exception:
+            logger.exception("run %s could not keep its trace: it cannot be resumed", self.run_id)
+            return
+        assert self.publisher is not None
+        self.publisher.view.resumable = kept
 
     async def _on_event(self, event: AgentEvent) -> None:
         """The engine's events: the run's ``Done`` closes the run with its answer."""
@@ -479,6 +505,13 @@ def _report(status: str, error: str, kept: str, *, answered: bool) -> ErrorEvent
     if status == Run.Status.INCOMPLETE and not answered:
         return ErrorEvent(error, "incomplete", kept)
     return None
+
+
+def _resume_payload(setup: RunSetup) -> dict[str, Any]:
+    """The ``resume`` event: the paused run this one goes on from, and how much of its
+    work the model sees again."""
+    results = traces.tool_results(setup.resume)
+    return {"resumed_run_id": setup.resumes_run_id, "tool_results": results}
 
 
 def _followup_messages(run_id: int) -> list[dict[str, Any]]:

@@ -1,0 +1,95 @@
+"""Continue a paused run: a loop guard stopped it "so the user can step in"; the user
+does, with an optional note, and a new run goes on from where it stopped.
+
+The new run is the paused run's child in the tree of runs (its continuation), its
+question is the note (saved as a user message before anything else, like every message),
+and it goes on from the paused run's trace (:mod:`conversations.branches.traces`).
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from agentsite.errors import ApplicationError
+from conversations.branches.branching import lock, refuse_over_quota, refuse_while_busy
+from conversations.branches.traces import mark_resuming
+from conversations.history.numbering import next_message_seq
+from conversations.models import AgentMode, Message, Run
+from conversations.services import message_max_chars, run_start
+
+# What the model reads after the trace when the user pressed Continue without a note.
+CONTINUE_REQUEST = "Please continue."
+
+NOT_PAUSED = "Only a paused run can be continued; this one {status}."
+PLAN_MODE = (
+    "This run was paused in plan mode, which keeps no step-by-step trace to go on from. "
+    "Ask again instead."
+)
+NO_TRACE = "This run kept no trace to go on from. Ask again instead."
+_STATUS_WORDS = {
+    Run.Status.QUEUED: "has not started yet",
+    Run.Status.RUNNING: "is still running",
+    Run.Status.SUCCEEDED: "has answered",
+    Run.Status.FAILED: "failed (Retry it instead)",
+    Run.Status.CANCELLED: "was stopped (Retry it instead)",
+    Run.Status.INCOMPLETE: "was cut short (Retry it instead)",
+}
+
+__all__ = ["CONTINUE_REQUEST", "note_clean", "resume_refusal", "run_resume"]
+
+
+def note_clean(content: str | None) -> str:
+    """The note as saved: the user's text, or :data:`CONTINUE_REQUEST` when there is
+    none; refused (400) when over the message length limit."""
+    note = (content or "").strip()
+    limit = message_max_chars()
+    if len(note) > limit:
+        raise ApplicationError(
+            f"The note is too long ({len(note):,} characters; the limit is {limit:,}).",
+            extra={"content": [f"At most {limit} characters."]},
+        )
+    return note or CONTINUE_REQUEST
+
+
+def resume_refusal(run: Run, *, has_trace: bool) -> str:
+    """Why ``run`` cannot be continued ("" when it can)."""
+    if run.status != Run.Status.PAUSED:
+        return NOT_PAUSED.format(status=_STATUS_WORDS.get(run.status, run.status))
+    if not has_trace:
+        mode = run.mode or run.conversation.mode
+        return PLAN_MODE if mode != AgentMode.REACT else NO_TRACE
+    return ""
+
+
+def run_resume(*, run: Run, user, content: str | None = None) -> Run:
+    """Go on from paused ``run``: the note (``content``; none: a request to continue) is
+    saved as a user message, and a new ReAct run, ``run``'s child, answers it after
+    ``run``'s trace. Refused (409) when ``run`` is not paused or cannot be resumed, or
+    while a run of the conversation is active; 429 over the quota."""
+    note = note_clean(content)
+    with transaction.atomic():
+        lock(run.conversation_id)
+        run = Run.objects.select_related("conversation").defer("resume_trace").get(pk=run.pk)
+        has_trace = Run.objects.filter(pk=run.pk, resume_trace__isnull=False).exists()
+        refusal = resume_refusal(run, has_trace=has_trace)
+        if refusal:
+            raise ApplicationError(refusal, code="conflict")
+        refuse_while_busy(run.conversation)
+        refuse_over_quota(user)
+        conversation = run.conversation
+        message = Message.objects.create(
+            conversation=conversation,
+            seq=next_message_seq(conversation.pk),
+            role=Message.Role.USER,
+            content=note,
+        )
+        resumed = run_start(
+            conversation=conversation,
+            user=user,
+            question=message,
+            parent_id=run.pk,
+            model=run.model,
+            mode=AgentMode.REACT,  # it goes on as the ReAct loop it was
+        )
+        mark_resuming(resumed)
+    return resumed
