@@ -75,11 +75,11 @@ def trace_load(text: str | None) -> list[ChatMessage]:
 
 
 def resume_point(run: Run) -> ResumePoint | None:
-    """Where ``run`` starts if it resumes a paused run (None: it does not)."""
-    row = Run.objects.filter(pk=run.pk, resumes_parent=True).values("parent_id").first()
-    if row is None or row["parent_id"] is None:
+    """Where ``run`` starts if it resumes a paused run (None: it does not; no query then:
+    the claim loaded ``resumes_parent`` and ``parent_id``)."""
+    if not run.resumes_parent or run.parent_id is None:
         return None
-    paused_id = row["parent_id"]
+    paused_id = run.parent_id
     paused = Run.objects.filter(pk=paused_id).values("resume_trace").first() or {}
     first_id = _chain_start(paused_id)
     runs = Run.objects.select_related("trigger_message").defer("resume_trace")

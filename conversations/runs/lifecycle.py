@@ -90,6 +90,8 @@ class RunSwept(Exception):
 # Every column the executor reads (a column left out is one more query per run).
 CLAIMED_FIELDS = (
     "conversation_id",
+    "parent_id",
+    "resumes_parent",
     "trigger_message_id",
     "model_id",
     "mode",
