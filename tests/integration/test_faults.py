@@ -364,6 +364,19 @@ def outage_lines(process: Process, what: str = "the database") -> tuple[int, int
     return text.count(f"{what} is not answering"), text.count(f"{what} answers again")
 
 
+async def send_until_taken(browser: Browser, conversation_id: int, content: str) -> None:
+    """Post a message the way a user would just after an outage: a 503 ("try again in a
+    moment": the server's connection pool is still reconnecting) is tried again, within
+    bounds; the message is then saved once."""
+    deadline = time.monotonic() + 30
+    while True:
+        response = await browser.post(f"/c/{conversation_id}/messages/", {"content": content})
+        if response.status_code != 503 or time.monotonic() > deadline:
+            assert response.status_code == 200, (response.status_code, response.text[:300])
+            return
+        await asyncio.sleep(0.5)
+
+
 @contextlib.contextmanager
 def paused(process: Process) -> Iterator[None]:
     """SIGSTOP the process for the block (it takes no task meanwhile), SIGCONT after."""
@@ -413,7 +426,9 @@ async def test_runs_a_worker_took_during_a_postgresql_restart_start_when_it_is_b
             for stream in streams:
                 await stream.__aenter__()
             try:
-                await asyncio.gather(*(browser.send(c, f"{marker}: {c}") for c in many))
+                await asyncio.gather(
+                    *(send_until_taken(browser, c, f"{marker}: {c}") for c in many)
+                )
                 for stream in streams:
                     await run_ended(stream, 1, stack)
             finally:
