@@ -14,9 +14,14 @@ from django.utils import timezone
 from agentsite.errors import ApplicationError
 from conversations.branches.traces import mark_resuming
 from conversations.branches.tree import RunTree
-from conversations.history.numbering import next_message_seq
 from conversations.models import Conversation, Message, Run
-from conversations.services import active_run, message_content_clean, quota_refusal, run_start
+from conversations.services import (
+    active_run,
+    message_content_clean,
+    message_create,
+    quota_refusal,
+    run_start,
+)
 
 BUSY = "Wait for the current answer to finish, or stop it, first."
 
@@ -56,12 +61,7 @@ def message_edit(*, message: Message, user, content: str) -> tuple[Message, Run]
         tree = RunTree.load(conversation.pk)
         original = tree.nodes[_question_run(tree, message)]
         refuse_over_quota(user)
-        edited = Message.objects.create(
-            conversation=conversation,
-            seq=next_message_seq(conversation.pk),
-            role=Message.Role.USER,
-            content=content,
-        )
+        edited = message_create(conversation=conversation, role=Message.Role.USER, content=content)
         run = run_start(
             conversation=conversation, user=user, question=edited, parent_id=original.parent_id
         )

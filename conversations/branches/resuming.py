@@ -13,9 +13,8 @@ from django.db import transaction
 from agentsite.errors import ApplicationError
 from conversations.branches.branching import lock, refuse_over_quota, refuse_while_busy
 from conversations.branches.traces import mark_resuming
-from conversations.history.numbering import next_message_seq
 from conversations.models import AgentMode, Message, Run
-from conversations.services import message_max_chars, run_start
+from conversations.services import message_create, message_max_chars, run_start
 
 # What the model reads after the trace when the user pressed Continue without a note.
 CONTINUE_REQUEST = "Please continue."
@@ -77,12 +76,7 @@ def run_resume(*, run: Run, user, content: str | None = None) -> Run:
         refuse_while_busy(run.conversation)
         refuse_over_quota(user)
         conversation = run.conversation
-        message = Message.objects.create(
-            conversation=conversation,
-            seq=next_message_seq(conversation.pk),
-            role=Message.Role.USER,
-            content=note,
-        )
+        message = message_create(conversation=conversation, role=Message.Role.USER, content=note)
         resumed = run_start(
             conversation=conversation,
             user=user,
