@@ -34,10 +34,12 @@
   });
 
   // <input data-select-on-focus>: focusing selects the whole value (a token to copy).
-  document.addEventListener("focusin", function (event) {
-    const input = event.target;
+  function selectIfAsked(input) {
     if (input instanceof HTMLInputElement && input.hasAttribute("data-select-on-focus")) {
       input.select();
     }
-  });
+  }
+  document.addEventListener("focusin", function (event) { selectIfAsked(event.target); });
+  // This file is deferred: a quick user may have focused the input before it ran.
+  selectIfAsked(document.activeElement);
 })();

@@ -282,6 +282,7 @@ def test_behaviours_that_were_inline_handlers_still_work(
     visit(page, violations, "/settings/tokens/")  # data-select-on-focus: ready to copy
     page.get_by_label("Name").fill("csp-e2e")
     page.get_by_role("button", name="Create token").click()
+    page.wait_for_load_state("load")  # the behaviours are a deferred script
     token = page.get_by_label("New API token")
     token.focus()
     selected = token.evaluate("(el) => el.value.substring(el.selectionStart, el.selectionEnd)")
