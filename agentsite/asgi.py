@@ -26,10 +26,10 @@ from django.conf import settings  # noqa: E402
 from django.core.wsgi import get_wsgi_application  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
-from agentsite.origins import OriginCheck  # noqa: E402
-from agentsite.runtime import tune_for_streaming, tune_garbage_collection, warm_up  # noqa: E402
 from conversations.routing import websocket_urlpatterns  # noqa: E402
 from conversations.runs import launcher, loops  # noqa: E402
+from core.origins import OriginCheck  # noqa: E402
+from core.runtime import tune_for_streaming, tune_garbage_collection, warm_up  # noqa: E402
 
 tune_for_streaming()
 
@@ -41,7 +41,7 @@ sync_views = WSGIMiddleware(get_wsgi_application(), workers=settings.AGENTSITE_H
 router = ProtocolTypeRouter(
     {
         "http": URLRouter([*ASYNC_ROUTES, re_path(r"", sync_views)]),
-        # Scheme, host and port of the Origin, not only its host (agentsite/origins.py).
+        # Scheme, host and port of the Origin, not only its host (core/origins.py).
         "websocket": OriginCheck(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -20,14 +20,14 @@ app.autodiscover_tasks()
 
 @worker_init.connect
 def _tune_worker(**_kwargs: object) -> None:
-    from agentsite.runtime import tune_for_streaming
+    from core.runtime import tune_for_streaming
 
     tune_for_streaming()
 
 
 @worker_ready.connect
 def _freeze_worker_heap(**_kwargs: object) -> None:
-    from agentsite.runtime import tune_garbage_collection, warm_up
+    from core.runtime import tune_garbage_collection, warm_up
 
     warm_up()
     tune_garbage_collection()

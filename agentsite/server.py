@@ -9,7 +9,7 @@ agentsite.asgi:application``.
 
 from __future__ import annotations
 
-from agentsite import eventloop
+from core import eventloop
 
 
 def main() -> None:

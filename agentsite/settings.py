@@ -12,14 +12,14 @@ from pathlib import Path
 
 import environ
 
-from agentsite.filemodes import private_dir, private_file, private_sqlite
-from agentsite.secrets import load_or_create_dev_secret
+from core.filemodes import private_dir, private_file, private_sqlite
+from core.secrets import load_or_create_dev_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
 VAR_DIR = Path(env.str("AGENTSITE_VAR_DIR", default=str(BASE_DIR / "var")))
-private_dir(VAR_DIR)  # 0700, files in it 0600: agentsite/filemodes.py
+private_dir(VAR_DIR)  # 0700, files in it 0600: core/filemodes.py
 
 DEBUG = env.bool("DEBUG", default=False)
 SECRET_KEY = env.str("SECRET_KEY", default="") or load_or_create_dev_secret(VAR_DIR / "secret_key")
@@ -39,7 +39,7 @@ INSTALLED_APPS = [
     "csp",
     "django_htmx",
     "template_partials",
-    "agentsite",
+    "core",
     "llms",
     "tools",
     "conversations",
@@ -54,7 +54,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "agentsite.outages.OutageMiddleware",  # before the first use of request.user
+    "core.outages.OutageMiddleware",  # before the first use of request.user
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -136,8 +136,8 @@ if REDIS_URL:
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
-            # One pool per process, not one per request (agentsite/cache.py).
-            "OPTIONS": {"pool_class": "agentsite.cache.SharedConnectionPool"},
+            # One pool per process, not one per request (core/cache.py).
+            "OPTIONS": {"pool_class": "core.cache.SharedConnectionPool"},
         }
     }
 else:

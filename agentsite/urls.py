@@ -17,7 +17,7 @@ urlpatterns = [
     path("", include("conversations.urls")),
 ]
 
-# JSON under /api/, readable pages elsewhere (agentsite/error_views.py).
-handler400 = "agentsite.error_views.bad_request"
-handler404 = "agentsite.error_views.page_not_found"
-handler500 = "agentsite.error_views.server_error"
+# JSON under /api/, readable pages elsewhere (core/error_views.py).
+handler400 = "core.error_views.bad_request"
+handler404 = "core.error_views.page_not_found"
+handler500 = "core.error_views.server_error"

@@ -23,7 +23,6 @@ from urllib.parse import parse_qs
 from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
 
-from agentsite.converters import DB_ID_MAX
 from conversations import selectors
 from conversations.history.eventlog import (
     REREAD_AFTER,
@@ -33,6 +32,7 @@ from conversations.history.eventlog import (
 )
 from conversations.runs.db import db
 from conversations.runs.publisher import conversation_group
+from core.converters import DB_ID_MAX
 
 logger = logging.getLogger(__name__)
 

@@ -13,12 +13,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agentsite.errors import ApplicationError
 from conversations.branches.tree import RunTree
 from conversations.history.numbering import next_message_seq
 from conversations.models import AgentMode, Conversation, Message, Run, RunEvent, ToolApproval
 from conversations.runs import control, launcher, lifecycle
 from conversations.runs.publisher import publish_events_sync
+from core.errors import ApplicationError
 from engine.approval import call_binding
 from engine.events import AgentEvent, ErrorEvent
 
@@ -49,7 +49,7 @@ def message_content_clean(content: str | None) -> str:
 def conversation_create(
     *, owner, title: str = "", model=None, mode: str = AgentMode.REACT
 ) -> Conversation:
-    from llms.configcache import cached
+    from core.configcache import cached
     from llms.selectors import default_model_for_user
 
     if model is None:

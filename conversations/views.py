@@ -14,7 +14,6 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from agentsite.errors import ApplicationError
 from conversations import selectors, services
 from conversations.branches.tree import Siblings
 from conversations.models import AgentMode
@@ -23,6 +22,7 @@ from conversations.pages.sidebar import sidebar_page
 from conversations.runs import lifecycle
 from conversations.runs.publisher import logged_run_view
 from conversations.starting import conversation_start
+from core.errors import ApplicationError
 
 PARTIALS = "conversations/partials.html"
 SIDEBAR = "conversations/sidebar.html"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 
-from agentsite.secrets import is_dev_secret
+from core.secrets import is_dev_secret
 
 
 @register(Tags.security, deploy=False)

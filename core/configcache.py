@@ -4,7 +4,7 @@ A run needs its model (with its provider) and the tool and MCP server rows its u
 use; a message checks its user's quota; a new conversation takes the default model.
 Building those queries (group permissions, subqueries) costs more CPU than the rest of a
 short run's set-up, for rows that change only when an admin edits them. Each process
-keeps them in memory, stamped with :class:`~llms.models.ConfigVersion`'s token, and reads
+keeps them in memory, stamped with :class:`~core.models.ConfigVersion`'s token, and reads
 that one small row instead. Saving or deleting a watched row (providers, models, role
 assignments, quotas, groups, who belongs to which group; the tools app watches its own)
 replaces the token in the same transaction, so no process serves rows older than what it
@@ -35,7 +35,7 @@ SINGLETON_PK = 1
 
 def current_token() -> str:
     """The configuration's current version token."""
-    from llms.models import ConfigVersion
+    from core.models import ConfigVersion
 
     return (
         ConfigVersion.objects.filter(pk=SINGLETON_PK).values_list("token", flat=True).first() or ""
@@ -44,7 +44,7 @@ def current_token() -> str:
 
 def bump() -> None:
     """Give the configuration a new token (call inside the transaction that changed it)."""
-    from llms.models import ConfigVersion
+    from core.models import ConfigVersion
 
     token = uuid.uuid4().hex
     if not ConfigVersion.objects.filter(pk=SINGLETON_PK).update(token=token):
@@ -100,10 +100,10 @@ def watch(*models: type[Model], links: tuple[Any, ...] = ()) -> None:
     """Replace the token whenever a row of ``models`` is saved or deleted, or a
     many-to-many table in ``links`` changes."""
     for model in models:
-        uid = f"llms.configcache.{model._meta.label}"
+        uid = f"core.configcache.{model._meta.label}"
         post_save.connect(_bump_on_change, sender=model, dispatch_uid=f"{uid}.save")
         post_delete.connect(_bump_on_change, sender=model, dispatch_uid=f"{uid}.delete")
     for through in links:
         m2m_changed.connect(
-            _bump_on_change, sender=through, dispatch_uid=f"llms.configcache.{through}"
+            _bump_on_change, sender=through, dispatch_uid=f"core.configcache.{through}"
         )

@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 
-logger = logging.getLogger("agentsite.outages")
+logger = logging.getLogger("core.outages")
 
 
 class OutageLog:

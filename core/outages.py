@@ -14,7 +14,7 @@ from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from agentsite.episodes import OutageLog
+from core.episodes import OutageLog
 
 logger = logging.getLogger(__name__)
 

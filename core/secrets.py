@@ -2,7 +2,7 @@
 
 A random key is generated once and kept in ``var/secret_key`` (mode 0600) so sessions
 survive restarts. It is marked with Django's ``django-insecure-`` prefix: the system check
-in :mod:`agentsite.checks` refuses to start with it when DEBUG is off.
+in :mod:`core.checks` refuses to start with it when DEBUG is off.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
-from agentsite.errors import ApplicationError
+from core.errors import ApplicationError
 from llms.discovery import (
     discover_local_server,
     discover_local_servers,

@@ -13,7 +13,7 @@ class LlmsConfig(AppConfig):
         from django.contrib.auth import get_user_model
         from django.contrib.auth.models import Group
 
-        from llms import configcache
+        from core import configcache
         from llms.models import LLMModel, Provider, RoleAssignment, UsageQuota
 
         configcache.watch(

@@ -27,7 +27,7 @@ from django.conf import settings
 from django.db import transaction
 from django.views.decorators.debug import sensitive_variables
 
-from agentsite.errors import ApplicationError
+from core.errors import ApplicationError
 from llms.local_server import get_server
 from llms.models import LLMModel, Provider
 from llms.probe import ProbeReport

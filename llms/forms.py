@@ -2,7 +2,7 @@
 
 Secrets (API keys, secret headers, secret tool settings) are never rendered back into a
 page: the form shows whether one is set and its last four characters; an empty submit
-keeps the stored value, a "clear" checkbox removes it. ``tools.admin`` reuses the helpers.
+keeps the stored value, a "clear" checkbox removes it (core/forms.py).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import json
 from typing import Any
 
 from django import forms
-from django.utils.html import escape
 
-from agentsite.errors import ApplicationError
+from core.errors import ApplicationError
+from core.forms import resolve_secret, write_only_field
 from llms.models import (
     ABILITY_FLAGS,
     JSON_SCHEMA_DIALECTS,
@@ -30,9 +30,6 @@ __all__ = [
     "ProviderAdminForm",
     "RoleAssignmentAdminForm",
     "RoleAssignmentInlineFormSet",
-    "WriteOnlyTextarea",
-    "resolve_secret",
-    "write_only_field",
 ]
 
 ABILITY_LABELS = {
@@ -43,37 +40,6 @@ ABILITY_LABELS = {
     "streaming": "Streaming",
     "vision": "Vision (image input)",
 }
-
-
-class WriteOnlyTextarea(forms.Textarea):
-    """A textarea that never renders a value, not even the one just submitted."""
-
-    def format_value(self, value: Any) -> None:
-        return None
-
-
-def write_only_field(*, label: str, hint: str, multiline: bool = False) -> forms.CharField:
-    """An optional input for a secret: ``hint`` says whether one is stored."""
-    widget: forms.Widget
-    if multiline:
-        widget = WriteOnlyTextarea(attrs={"rows": 3, "autocomplete": "off"})
-    else:
-        widget = forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"})
-    return forms.CharField(
-        label=label,
-        required=False,
-        strip=True,
-        widget=widget,
-        # The admin renders help text unescaped; hints carry admin-entered header names.
-        help_text=escape(f"{hint} Leave empty to keep the current value."),
-    )
-
-
-def resolve_secret(*, current: str, new: str, clear: bool) -> str:
-    """The value to store: cleared, replaced, or kept."""
-    if clear:
-        return ""
-    return new or current
 
 
 class ProviderAdminForm(forms.ModelForm):

@@ -17,7 +17,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-from llms.crypto import EncryptedTextField
+from core.crypto import EncryptedTextField
 from llms.providers import kind_choices
 
 __all__ = [
@@ -342,21 +342,3 @@ class UsageQuota(models.Model):
     def clean(self) -> None:
         if bool(self.group_id) == bool(self.user_id):
             raise ValidationError("Choose either a group or a user (exactly one).")
-
-
-class ConfigVersion(models.Model):
-    """One row whose token changes whenever admin-managed run configuration changes.
-
-    Processes cache the models, tools and MCP servers a run needs
-    (:mod:`llms.configcache`) and compare this token before trusting their copy. It is
-    written in the same transaction as the change, so a reader sees the new token exactly
-    when it can see the new rows.
-    """
-
-    token = models.CharField(max_length=32)
-
-    class Meta:
-        verbose_name = "configuration version"
-
-    def __str__(self) -> str:
-        return self.token

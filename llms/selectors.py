@@ -12,8 +12,8 @@ from typing import Any
 from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 from django.utils import timezone
 
-from agentsite.errors import ApplicationError
-from llms import configcache
+from core import configcache
+from core.errors import ApplicationError
 from llms.models import ROLES, LLMModel, RoleAssignment, UsageQuota, UsageRecord
 
 __all__ = [
@@ -82,7 +82,7 @@ def role_models_for_user(*, user: Any) -> dict[str, LLMModel]:
     3. a model whose legacy ``roles`` list names the role, in :func:`models_for_user`
        order (what the engine's registry picked before assignments existed).
 
-    Cached per user through :mod:`llms.configcache` (assignments, models, groups and
+    Cached per user through :mod:`core.configcache` (assignments, models, groups and
     memberships bump its token); the models are shared: treat them as read-only.
     """
     if user is None or not user.is_authenticated:

@@ -19,10 +19,10 @@ from django.db.models import F
 from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
 
-from agentsite.errors import ApplicationError
+from core import configcache
+from core.errors import ApplicationError
 from engine import LLM, Usage
 from engine.llm.registry import ModelRegistry
-from llms import configcache
 from llms.models import (
     ABILITY_FLAGS,
     ROLES,

@@ -9,7 +9,7 @@ import tempfile
 import pytest
 from django.core.cache import cache
 
-from agentsite import eventloop
+from core import eventloop
 from tests.tools.conftest import web_server  # noqa: F401  (an HTTP server on loopback, for all)
 
 
@@ -93,7 +93,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def _fresh_cache():
     """Rate-limit counters, sessions and cached run configuration must not leak between
     tests: ids repeat."""
-    from llms.configcache import config_cache
+    from core.configcache import config_cache
 
     for reset in (cache.clear, config_cache.clear):
         reset()

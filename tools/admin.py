@@ -20,7 +20,7 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.debug import sensitive_post_parameters
 
-from llms.forms import resolve_secret, write_only_field
+from core.forms import resolve_secret, write_only_field
 from llms.models import secret_hint
 from tools.models import ToolConfig
 from tools.models.config import secret_keys

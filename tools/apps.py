@@ -21,9 +21,9 @@ class ToolsConfig(AppConfig):
             if not module.name.startswith("_"):
                 importlib.import_module(f"{package.__name__}.{module.name}")
 
-        from llms import configcache
+        from core import configcache
         from tools.models import MCPServer, ToolConfig
 
-        # Runs build their tools from cached rows (llms.configcache).
+        # Runs build their tools from cached rows (core.configcache).
         links = (ToolConfig.allowed_groups.through, MCPServer.allowed_groups.through)
         configcache.watch(ToolConfig, MCPServer, links=links)

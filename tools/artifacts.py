@@ -25,7 +25,7 @@ from django.db import transaction
 from django.db.models import QuerySet, Sum
 
 import engine
-from agentsite.errors import ApplicationError
+from core.errors import ApplicationError
 from engine.tools import as_tool_result
 from tools.models import Artifact
 from tools.registry import ToolContext

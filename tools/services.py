@@ -16,9 +16,9 @@ from typing import Any
 
 from django.db import transaction
 
-from agentsite.errors import ApplicationError
+from core import configcache
+from core.errors import ApplicationError
 from engine import Tool, ToolRegistry
-from llms import configcache
 from tools.models import ToolConfig
 from tools.models.config import config_schema_errors, secret_keys
 from tools.redaction import redacting, secret_values

@@ -20,7 +20,7 @@ from django.core.cache import cache
 from django.db.models.signals import post_delete, post_save
 from redis.exceptions import RedisError
 
-from agentsite.episodes import OutageLog
+from core.episodes import OutageLog
 
 cache_unreachable = OutageLog("the user cache")
 

@@ -24,10 +24,10 @@ from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 
-from agentsite.errors import ApplicationError
 from conversations.accounts import lockout
 from conversations.api import ratelimit
 from conversations.api.tokens import token_verify
+from core.errors import ApplicationError
 
 __all__ = ["api_view", "json_error"]
 

@@ -16,9 +16,9 @@ from typing import Any
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
 
-from agentsite.errors import ApplicationError
 from conversations import services
 from conversations.transfer.jsoninput import MAX_DEPTH, UnstorableJSON, loads_storable
+from core.errors import ApplicationError
 
 __all__ = ["MAX_DEPTH", "body_max_bytes", "read_body", "read_json_object"]
 

@@ -8,13 +8,13 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 from django.utils.http import content_disposition_header
 
-from agentsite.errors import ApplicationError
 from conversations import selectors
 from conversations.api.auth import api_view
 from conversations.api.body import read_body, read_json_object
 from conversations.api.views import conversation_detail_out
 from conversations.models import SharedLink
 from conversations.transfer import exporting, importing, sharing
+from core.errors import ApplicationError
 
 
 def share_out(request: HttpRequest, share: SharedLink) -> dict[str, Any]:

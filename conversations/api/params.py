@@ -7,8 +7,8 @@ a request goes through :func:`whole_number`, with the range its use allows.
 
 from __future__ import annotations
 
-from agentsite.converters import DB_ID_MAX
-from agentsite.errors import ApplicationError
+from core.converters import DB_ID_MAX
+from core.errors import ApplicationError
 
 __all__ = ["DB_ID_MAX", "whole_number"]
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentsite.converters import DB_ID_MAX
 from conversations.api.views import LIST_LIMIT_MAX, LIST_OFFSET_MAX
+from core.converters import DB_ID_MAX
 
 __all__ = ["openapi_document"]
 

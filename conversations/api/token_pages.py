@@ -7,9 +7,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from agentsite.errors import ApplicationError
 from conversations.api import tokens
-from llms.crypto import decrypt, encrypt
+from core.crypto import decrypt, encrypt
+from core.errors import ApplicationError
 
 TEMPLATE = "conversations/tokens.html"
 

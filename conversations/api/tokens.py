@@ -15,8 +15,8 @@ from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from agentsite.errors import ApplicationError
 from conversations.models import APIToken
+from core.errors import ApplicationError
 
 __all__ = [
     "TOKEN_PREFIX",

@@ -13,7 +13,6 @@ from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 
-from agentsite.errors import ApplicationError
 from conversations import selectors, services
 from conversations.api.auth import api_view, json_error
 from conversations.api.body import read_json_object
@@ -23,6 +22,7 @@ from conversations.branches.tree import RunTree
 from conversations.history.numbering import last_event_seq
 from conversations.models import CompactionSummary, Conversation, Message, Run
 from conversations.transfer.exporting import message_fields
+from core.errors import ApplicationError
 
 LIST_LIMIT_DEFAULT = 100
 LIST_LIMIT_MAX = 500

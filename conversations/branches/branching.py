@@ -11,7 +11,6 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from agentsite.errors import ApplicationError
 from conversations.branches.traces import mark_resuming
 from conversations.branches.tree import RunTree
 from conversations.models import Conversation, Message, Run
@@ -22,6 +21,7 @@ from conversations.services import (
     quota_refusal,
     run_start,
 )
+from core.errors import ApplicationError
 
 BUSY = "Wait for the current answer to finish, or stop it, first."
 

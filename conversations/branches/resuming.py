@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from agentsite.errors import ApplicationError
 from conversations.branches.branching import lock, refuse_over_quota, refuse_while_busy
 from conversations.branches.traces import mark_resuming
 from conversations.models import AgentMode, Message, Run
 from conversations.services import message_create, message_max_chars, run_start
+from core.errors import ApplicationError
 
 # What the model reads after the trace when the user pressed Continue without a note.
 CONTINUE_REQUEST = "Please continue."

@@ -11,11 +11,11 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import reswap
 
-from agentsite.errors import ApplicationError
 from conversations import selectors, services
 from conversations.branches import branching, resuming
 from conversations.branches.tree import RunTree
 from conversations.models import Conversation, Message
+from core.errors import ApplicationError
 
 PARTIALS = "conversations/partials.html"
 

@@ -31,7 +31,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, connections
 
-from agentsite.episodes import OutageLog
+from core.episodes import OutageLog
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)

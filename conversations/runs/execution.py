@@ -17,7 +17,6 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 
-from agentsite.outages import is_disk_full
 from conversations.branches import traces
 from conversations.history import compaction
 from conversations.models import Message, Run
@@ -28,6 +27,7 @@ from conversations.runs.control import RunControl, read_runs_state
 from conversations.runs.db import DATABASE_OUTAGES, db, patiently
 from conversations.runs.publisher import Entry, RunPublisher
 from conversations.runs.wording import duration_words
+from core.outages import is_disk_full
 from engine import AgentResult, CancelledRun, CancelToken, ChatMessage, InterruptQueue, LLMError
 from engine.events import AgentEvent, Compact, Done, ErrorEvent, Inject
 from engine.llm.base import plain_message
@@ -527,8 +527,8 @@ def _build_agent_parts(run: Run) -> tuple[Any, Any, Any]:
     """The run's model row, LLM client and tool registry. The model is re-checked at run
     start (an admin may have disabled it or changed its groups since it was picked); the
     rows come from the configuration cache while the configuration is unchanged."""
-    from agentsite.errors import ApplicationError
-    from llms.configcache import cached, current_token
+    from core.configcache import cached, current_token
+    from core.errors import ApplicationError
     from llms.selectors import default_model_for_user, model_get_for_user
     from llms.services import build_llm
     from tools.registry import ToolContext

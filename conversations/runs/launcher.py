@@ -17,10 +17,10 @@ from django.conf import settings
 from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import RedisError
 
-from agentsite.episodes import OutageLog
 from conversations.runs import lifecycle, loops
 from conversations.runs.db import DATABASE_OUTAGES, db
 from conversations.runs.execution import execute_run
+from core.episodes import OutageLog
 from engine.loops import PerLoop
 
 logger = logging.getLogger(__name__)

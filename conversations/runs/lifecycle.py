@@ -14,7 +14,6 @@ from django.db import connection, transaction
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from agentsite.outages import is_disk_full
 from conversations.history.numbering import (
     last_event_seq_of,
     next_message_seq,
@@ -31,6 +30,7 @@ from conversations.runs.publisher import (
     write_events,
 )
 from conversations.runs.wording import duration_words
+from core.outages import is_disk_full
 
 logger = logging.getLogger(__name__)
 

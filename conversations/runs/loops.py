@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from asgiref.sync import async_to_sync
 
-from agentsite import eventloop
+from core import eventloop
 
 T = TypeVar("T")
 

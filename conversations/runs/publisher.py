@@ -30,7 +30,6 @@ from typing import Any, ClassVar
 from channels.layers import get_channel_layer
 from django.db import transaction
 
-from agentsite.episodes import OutageLog
 from conversations.history.numbering import (
     last_event_seq,
     release_event_numbers,
@@ -41,6 +40,7 @@ from conversations.pages.rendering import RunView, build_run_view
 from conversations.runs import loops
 from conversations.runs.db import DATABASE_OUTAGES, db, log_db, patiently
 from conversations.runs.pacing import pacer
+from core.episodes import OutageLog
 from engine.events import AgentEvent, AnswerDelta, ErrorEvent, IterationDone, ThoughtDelta
 from engine.loops import PerLoop
 

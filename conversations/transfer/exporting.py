@@ -16,10 +16,10 @@ from typing import Any
 from django.utils import timezone
 from django.utils.text import slugify
 
-from agentsite.errors import ApplicationError
 from conversations import selectors
 from conversations.models import Conversation, Message, Run, RunEvent
 from conversations.pages.rendering import ToolCard, build_run_view
+from core.errors import ApplicationError
 
 __all__ = [
     "EXPORT_FORMAT",

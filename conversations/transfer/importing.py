@@ -18,10 +18,10 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from agentsite.errors import ApplicationError
 from conversations.models import Conversation, Message, Run
 from conversations.transfer.exporting import EXPORT_FORMAT, EXPORT_VERSION
 from conversations.transfer.jsoninput import MAX_DEPTH, UnstorableJSON, loads_storable
+from core.errors import ApplicationError
 
 # Rows per INSERT or UPDATE statement of an import.
 BATCH = 500

@@ -18,9 +18,9 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.http import require_GET, require_POST
 
-from agentsite.errors import ApplicationError
 from conversations import selectors
 from conversations.transfer import exporting, importing, sharing
+from core.errors import ApplicationError
 from tools.views import ARTIFACT_POLICY, PREVIEW_POLICY
 
 NOINDEX = "noindex, nofollow"

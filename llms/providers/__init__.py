@@ -13,7 +13,7 @@ import importlib
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentsite.errors import ApplicationError
+from core.errors import ApplicationError
 
 if TYPE_CHECKING:
     from engine import LLM

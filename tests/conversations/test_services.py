@@ -6,10 +6,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from agentsite.errors import ApplicationError
 from conversations import selectors, services
 from conversations.models import Conversation, Message, Run
 from conversations.runs import lifecycle
+from core.errors import ApplicationError
 
 pytestmark = pytest.mark.django_db
 

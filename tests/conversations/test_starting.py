@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from agentsite.errors import ApplicationError
 from conversations.models import Conversation, Message, Run
 from conversations.starting import conversation_start
+from core.errors import ApplicationError
 from llms.models import LLMModel
 
 pytestmark = pytest.mark.django_db

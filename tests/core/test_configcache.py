@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from llms import configcache
+from core import configcache
 from tools.models import MCPServer
 
 

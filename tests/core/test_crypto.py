@@ -9,7 +9,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
-from llms.crypto import generate_key, reset_cache
+from core.crypto import generate_key, reset_cache
 from llms.models import Provider
 from llms.services import provider_upsert
 from tests.llms.conftest import SECRET_KEY_VALUE

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import logging
 
-from agentsite.episodes import OutageLog
+from core.episodes import OutageLog
 
 
 def test_an_outage_logs_once_with_a_traceback_and_its_end_with_the_count(caplog):
     redis = OutageLog("the channel layer")
-    caplog.set_level(logging.DEBUG, logger="agentsite.outages")
+    caplog.set_level(logging.DEBUG, logger="core.outages")
 
     for frame in range(1000):
         redis.failed(ConnectionError("Connection refused"), doing=f"sending event {frame}")
@@ -28,7 +28,7 @@ def test_an_outage_logs_once_with_a_traceback_and_its_end_with_the_count(caplog)
 
 def test_each_outage_is_its_own_episode(caplog):
     database = OutageLog("the database")
-    caplog.set_level(logging.WARNING, logger="agentsite.outages")
+    caplog.set_level(logging.WARNING, logger="core.outages")
 
     for _episode in range(2):
         database.failed(OSError("gone"), doing="a heartbeat")

@@ -11,7 +11,7 @@ import pytest
 import uvloop
 from django.core.exceptions import ImproperlyConfigured
 
-from agentsite import eventloop
+from core import eventloop
 
 
 def test_the_default_loop_is_uvloop(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -49,7 +49,7 @@ def test_daphnes_reactor_runs_on_the_configured_loop(setting: str, expected: str
     (a fresh interpreter, as the server starts; the team-mode test checks the server's log).
     asyncio's loop unless asked: twisted on uvloop misses reset connections."""
     probe = (
-        "from agentsite import eventloop; eventloop.install_for_server(); "
+        "from core import eventloop; eventloop.install_for_server(); "
         "import daphne.server; from twisted.internet import reactor; "
         "print(type(reactor._asyncioEventloop).__qualname__)"
     )

@@ -11,8 +11,8 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 
 from agentsite.asgi import application
-from agentsite.origins import parse_origin
 from conversations.services import conversation_create
+from core.origins import parse_origin
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

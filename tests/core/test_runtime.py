@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agentsite.runtime import WARM_TEMPLATES, YOUNG_COLLECTION_THRESHOLD
+from core.runtime import WARM_TEMPLATES, YOUNG_COLLECTION_THRESHOLD
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -17,7 +17,7 @@ ASYNCIO = "asyncio.unix_events._UnixSelectorEventLoop"
 @pytest.mark.parametrize(
     ("server", "setting", "loop"),
     [
-        ("agentsite-server", "", ASYNCIO),  # the server's default (agentsite/eventloop.py)
+        ("agentsite-server", "", ASYNCIO),  # the server's default (core/eventloop.py)
         ("agentsite-server", "uvloop", "uvloop.Loop"),
         ("daphne", "", ASYNCIO),
     ],

@@ -102,7 +102,7 @@ async def test_a_run_executes_in_the_worker_and_streams_through_redis(
     assert f"run_agent[{row['task_id']}] received" not in stack.worker.text()
     assert f"run {run_id} finished" not in stack.daphne.text()  # not executed in daphne
     assert len(await llm_requests_with(stack, marker)) == 1  # the answer is the loop's call
-    # The worker's runs on uvloop, the server on asyncio's loop (agentsite.eventloop's
+    # The worker's runs on uvloop, the server on asyncio's loop (core.eventloop's
     # defaults: twisted on uvloop misses clients that reset their connection).
     await worker_logged(stack, "runs execute on uvloop.Loop")
     assert "serving on asyncio.unix_events._UnixSelectorEventLoop" in stack.daphne.text()

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from core.crypto import reset_cache
 from engine.llm.scripted_server import ScriptedServer
-from llms.crypto import reset_cache
 from llms.probe import PROMPTS
 
 SECRET_KEY_VALUE = "sk-test-secret-0123456789abcdefWXYZ"

@@ -13,8 +13,8 @@ from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.core.serializers.base import DeserializationError
 
+from core.crypto import PREFIX, encrypt, generate_key, reset_cache
 from engine.llm.scripted_server import ScriptedServer
-from llms.crypto import PREFIX, encrypt, generate_key, reset_cache
 from llms.models import Provider
 from llms.services import model_upsert, provider_upsert
 from tests.llms.conftest import SECRET_KEY_VALUE, probe_rules

@@ -24,7 +24,7 @@ from django.core.management.base import CommandError
 from django.test import Client
 from django.urls import reverse
 
-from agentsite.errors import ApplicationError
+from core.errors import ApplicationError
 from engine.llm.scripted_server import ScriptedServer
 from llms.discovery import (
     GENERIC_PRODUCT,

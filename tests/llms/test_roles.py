@@ -9,7 +9,7 @@ from django.contrib.auth.models import Group
 from django.db import IntegrityError, transaction
 from django.urls import reverse
 
-from agentsite.errors import ApplicationError
+from core.errors import ApplicationError
 from llms.models import LLMModel, RoleAssignment
 from llms.probe import ProbeCheck, ProbeReport, probe_summary
 from llms.selectors import role_models_for_user

@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import Group
 from django.db import IntegrityError, transaction
 
-from agentsite.errors import ApplicationError
+from core.errors import ApplicationError
 from engine import Usage
 from engine.llm.openai import OpenAICompatibleLLM
 from llms.models import LLMModel, UsageQuota, UsageRecord

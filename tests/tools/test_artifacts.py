@@ -8,8 +8,8 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 
 import engine
-from agentsite.errors import ApplicationError
 from conversations.models import Conversation, Run
+from core.errors import ApplicationError
 from tests.csp import parse_policy
 from tools.artifacts import (
     artifact_persist_results,

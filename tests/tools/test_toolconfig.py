@@ -11,9 +11,9 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 from django.urls import reverse
 
-from agentsite.errors import ApplicationError
+from core.crypto import reset_cache
+from core.errors import ApplicationError
 from engine import Tool, ToolResult
-from llms.crypto import reset_cache
 from tools import registry as tool_registry
 from tools.models import ToolConfig
 from tools.registry import ToolContext, ToolSpec

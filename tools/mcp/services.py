@@ -23,7 +23,7 @@ from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 import engine
-from llms import configcache
+from core import configcache
 from tools.artifacts import persist_artifacts
 from tools.mcp.endpoints import MCPConnectionError, MCPEndpoint, MCPToolInfo
 from tools.models import MCPServer

@@ -16,7 +16,7 @@ from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from llms.crypto import EncryptedTextField
+from core.crypto import EncryptedTextField
 from tools.registry import ToolSpec, get_spec
 
 __all__ = ["ToolConfig"]

@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator, URLValidator
 from django.db import models
 
-from llms.crypto import EncryptedTextField
+from core.crypto import EncryptedTextField
 
 __all__ = ["MCPServer"]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agentsite.errors import ApplicationError
 from conversations.api.tokens import token_create
+from core.errors import ApplicationError
 
 
 class Command(BaseCommand):

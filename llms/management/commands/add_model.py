@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agentsite.errors import ApplicationError
+from core.errors import ApplicationError
 from llms.models import ABILITY_FLAGS, ROLES, Provider
 from llms.services import model_upsert
 

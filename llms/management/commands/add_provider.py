@@ -6,7 +6,7 @@ import os
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agentsite.errors import ApplicationError
+from core.errors import ApplicationError
 from llms.providers import PROVIDER_KINDS
 from llms.services import provider_upsert
 

@@ -13,7 +13,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.urls import reverse
 
-from agentsite.errors import ApplicationError
+from core.errors import ApplicationError
 from llms.discovery import (
     DEFAULT_TIMEOUT,
     DiscoveredServer,

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Q
 
-from agentsite.errors import ApplicationError
+from core.errors import ApplicationError
 from llms.models import LLMModel
 from llms.probe import CHECKS
 from llms.services import model_apply_verified_abilities, model_probe

@@ -14,7 +14,7 @@ from django.apps import apps
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 
-from llms.crypto import EncryptedTextField, decrypt, reset_cache, rotate
+from core.crypto import EncryptedTextField, decrypt, reset_cache, rotate
 
 BATCH = 500
 

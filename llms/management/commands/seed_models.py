@@ -15,7 +15,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from agentsite.errors import ApplicationError
+from core.errors import ApplicationError
 from llms.models import LLMModel
 from llms.services import model_upsert, provider_upsert
 

@@ -13,9 +13,9 @@ import pytest
 from django.test import Client, override_settings
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from agentsite.converters import DB_ID_MAX
 from conversations.models import Conversation, Message, Run
 from conversations.services import conversation_create
+from core.converters import DB_ID_MAX
 
 pytestmark = pytest.mark.django_db
 

@@ -82,7 +82,7 @@ def test_api_request_records_last_use(api, user):
 
 
 def test_name_too_long_is_refused(user):
-    from agentsite.errors import ApplicationError
+    from core.errors import ApplicationError
 
     with pytest.raises(ApplicationError) as exc:
         token_create(user=user, name="n" * 101)

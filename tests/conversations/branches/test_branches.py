@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 from asgiref.sync import sync_to_async
 
-from agentsite.errors import ApplicationError
 from conversations import selectors, services
 from conversations.branches import branching
 from conversations.branches.tree import RunTree
 from conversations.history import compaction
 from conversations.models import CompactionSummary, Message, Run
+from core.errors import ApplicationError
 from tests.conversations.running import execute
 
 pytestmark = pytest.mark.django_db(transaction=True)

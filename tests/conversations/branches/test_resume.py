@@ -8,10 +8,10 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 
-from agentsite.errors import ApplicationError
 from conversations import selectors, services
 from conversations.branches import branching, resuming
 from conversations.models import AgentMode, Message, Run, RunEvent
+from core.errors import ApplicationError
 from tests.conversations.running import execute
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -190,7 +190,7 @@ def test_embedded_runs_from_before_the_server_started_are_dead_at_once(
 def test_start_failures_say_what_failed():
     from django.db import OperationalError
 
-    from agentsite.outages import is_disk_full
+    from core.outages import is_disk_full
 
     full = OperationalError("could not extend file: No space left on device")
     assert is_disk_full(full) and is_disk_full(OperationalError("database or disk is full"))

@@ -7,11 +7,11 @@ import json
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from agentsite.errors import ApplicationError
 from conversations import selectors, services
 from conversations.branches.tree import RunTree
 from conversations.models import Conversation, Message, Run, RunEvent
 from conversations.transfer import exporting, importing
+from core.errors import ApplicationError
 from tests.conversations.branches.trees import TOOL_RESULT, build_tree
 
 pytestmark = pytest.mark.django_db
