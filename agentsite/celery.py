@@ -11,6 +11,8 @@ import os
 from celery import Celery
 from celery.signals import worker_init, worker_ready
 
+from core.runtime import tune_for_streaming, tune_garbage_collection, warm_up
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 
 app = Celery("agentsite")
@@ -20,14 +22,10 @@ app.autodiscover_tasks()
 
 @worker_init.connect
 def _tune_worker(**_kwargs: object) -> None:
-    from core.runtime import tune_for_streaming
-
     tune_for_streaming()
 
 
 @worker_ready.connect
 def _freeze_worker_heap(**_kwargs: object) -> None:
-    from core.runtime import tune_garbage_collection, warm_up
-
     warm_up()
     tune_garbage_collection()

@@ -10,6 +10,6 @@ class ConversationsConfig(AppConfig):
     verbose_name = "Conversations"
 
     def ready(self) -> None:
-        from conversations.accounts import users
+        from conversations.accounts import users  # models: once the app registry is ready
 
         users.connect_signals()

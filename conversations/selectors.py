@@ -11,6 +11,9 @@ from django.shortcuts import get_object_or_404
 from conversations.branches.tree import RunTree, path_filter
 from conversations.history.numbering import last_event_seq, last_event_seq_of
 from conversations.models import Conversation, Message, Run, RunEvent
+from conversations.pages.items import StepItem
+from conversations.pages.rendering import build_run_view, render_run_block
+from conversations.runs.publisher import run_inject_ids
 
 if TYPE_CHECKING:
     from conversations.pages.rendering import RunView
@@ -120,8 +123,6 @@ def _run_item(
     run: Run, events_by_run: dict, answers: dict[int, Message], run_messages: list[Message]
 ) -> dict:
     """A run of the timeline, from what the page already read (no query per run)."""
-    from conversations.pages.rendering import build_run_view
-
     events = sorted(events_by_run.get(run.pk, []), key=lambda e: e[0])
     # Delivered follow-ups in delivery order, as runs.publisher.run_inject_ids reads them.
     delivered = sorted(
@@ -167,8 +168,6 @@ class _PendingInject:
     """Adapter so the template renders a follow-up without an event like an inject item."""
 
     def __init__(self, message, delivered: bool) -> None:
-        from conversations.pages.items import StepItem
-
         self.as_inject_item = StepItem(
             kind="inject", text=message.content, dom_id=f"inject-{message.pk}",
             extra={"delivered": delivered},
@@ -195,9 +194,6 @@ def socket_catch_up(
 
 def catch_up_frames(*, conversation_id: int, after_seq: int) -> tuple[list[str], int]:
     """Frames re-rendering every run with events after ``after_seq``; and the seq reached."""
-    from conversations.pages.rendering import build_run_view, render_run_block
-    from conversations.runs.publisher import run_inject_ids
-
     newer = events_after(conversation_id, after_seq)
     if not newer:
         return [], after_seq

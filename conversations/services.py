@@ -18,9 +18,12 @@ from conversations.history.numbering import next_message_seq
 from conversations.models import AgentMode, Conversation, Message, Run, RunEvent, ToolApproval
 from conversations.runs import control, launcher, lifecycle
 from conversations.runs.publisher import publish_events_sync
+from core.configcache import cached
 from core.errors import ApplicationError
 from engine.approval import call_binding
 from engine.events import AgentEvent, ErrorEvent
+from llms.selectors import default_model_for_user, model_get_for_user
+from llms.services import quota_check
 
 logger = logging.getLogger(__name__)
 
@@ -49,9 +52,6 @@ def message_content_clean(content: str | None) -> str:
 def conversation_create(
     *, owner, title: str = "", model=None, mode: str = AgentMode.REACT
 ) -> Conversation:
-    from core.configcache import cached
-    from llms.selectors import default_model_for_user
-
     if model is None:
         model = cached(("default-model", owner.pk), lambda: default_model_for_user(user=owner))
     return Conversation.objects.create(
@@ -104,8 +104,6 @@ def conversation_set_model(
     *, conversation: Conversation, user, model_id: int | str
 ) -> Conversation:
     """Switch the conversation's model; refuses models this user may not use."""
-    from llms.selectors import model_get_for_user
-
     conversation.model = model_get_for_user(user=user, model_id=model_id)
     conversation.save(update_fields=["model", "updated_at"])
     return conversation
@@ -240,20 +238,8 @@ def _launch(run: Run) -> None:
         run.refresh_from_db(fields=["status", "error", "finished_at"])
 
 
-def run_retry(*, run: Run, user) -> Run:
-    """Answer a failed, stopped or incomplete run's question again: a new answer beside
-    it (the attempt stays, one click away)."""
-    if run.status not in Run.RETRYABLE_STATUSES or run.trigger_message_id is None:
-        raise ApplicationError("Only a failed, stopped or incomplete answer can be retried.")
-    from conversations.branches.branching import run_regenerate
-
-    return run_regenerate(run=run, user=user)
-
-
 def quota_refusal(user) -> str:
     """The quota's refusal message, or "" when the user may start a run."""
-    from llms.services import quota_check
-
     try:
         quota_check(user=user)
     except ApplicationError as exc:

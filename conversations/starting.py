@@ -10,6 +10,7 @@ from django.db import transaction
 
 from conversations.models import AgentMode, Conversation, Message, Run
 from conversations.services import conversation_create, message_post
+from llms.selectors import model_get_for_user
 
 
 def conversation_start(
@@ -21,8 +22,6 @@ def conversation_start(
     ``ApplicationError`` and creates nothing. ``model_id`` empty: the owner's default;
     ``mode`` empty: ReAct.
     """
-    from llms.selectors import model_get_for_user
-
     model = None
     if model_id not in (None, ""):
         model = model_get_for_user(user=owner, model_id=model_id)

@@ -8,7 +8,7 @@ from conversations.runs import launcher, loops
 from conversations.runs.execution import execute_run
 
 
-@shared_task(name="conversations.run_agent", ignore_result=True, acks_late=False, bind=True)
+@shared_task(name=launcher.RUN_AGENT_TASK, ignore_result=True, acks_late=False, bind=True)
 def run_agent(self, run_id: int) -> str | None:
     """Execute a run in this worker; the same coroutine the embedded mode awaits.
 

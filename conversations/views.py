@@ -23,6 +23,8 @@ from conversations.runs import lifecycle
 from conversations.runs.publisher import logged_run_view
 from conversations.starting import conversation_start
 from core.errors import ApplicationError
+from llms.selectors import default_model_for_user, models_for_user
+from tools.artifacts import artifacts_for_run
 
 PARTIALS = "conversations/partials.html"
 SIDEBAR = "conversations/sidebar.html"
@@ -74,8 +76,6 @@ def conversation_rows(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpResponse:
-    from llms.selectors import models_for_user
-
     conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
     lifecycle.run_sweep_stale(conversation=conversation)
     timeline = selectors.conversation_timeline(conversation=conversation)
@@ -90,8 +90,6 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
 
 
 def _new_chat(request: HttpRequest) -> HttpResponse:
-    from llms.selectors import default_model_for_user, models_for_user
-
     context = {
         "models": models_for_user(user=request.user),
         "default_model": default_model_for_user(user=request.user),
@@ -285,8 +283,6 @@ def run_summary(request: HttpRequest, run_id: int) -> HttpResponse:
 @require_GET
 def run_artifacts(request: HttpRequest, run_id: int) -> HttpResponse:
     """Previews of the artifacts a tool call of this run produced (loaded by its card)."""
-    from tools.artifacts import artifacts_for_run
-
     run = selectors.run_get(user=request.user, run_id=run_id)
     artifacts = artifacts_for_run(run.pk).filter(tool_name=request.GET.get("tool", ""))
     names = request.GET.getlist("name")

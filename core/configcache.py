@@ -26,6 +26,8 @@ from typing import Any, TypeVar
 from django.db.models import Model
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
+from core.models import ConfigVersion
+
 T = TypeVar("T")
 
 MAX_AGE_SECONDS = 60.0
@@ -35,8 +37,6 @@ SINGLETON_PK = 1
 
 def current_token() -> str:
     """The configuration's current version token."""
-    from core.models import ConfigVersion
-
     return (
         ConfigVersion.objects.filter(pk=SINGLETON_PK).values_list("token", flat=True).first() or ""
     )
@@ -44,8 +44,6 @@ def current_token() -> str:
 
 def bump() -> None:
     """Give the configuration a new token (call inside the transaction that changed it)."""
-    from core.models import ConfigVersion
-
     token = uuid.uuid4().hex
     if not ConfigVersion.objects.filter(pk=SINGLETON_PK).update(token=token):
         ConfigVersion.objects.update_or_create(pk=SINGLETON_PK, defaults={"token": token})

@@ -8,6 +8,8 @@ import sys
 from django.conf import settings
 from django.urls import get_resolver
 
+from engine.llm.openai import preload
+
 
 def tune_for_streaming() -> None:
     """Hand the GIL over more often than CPython's default of every 5 ms.
@@ -41,8 +43,6 @@ def warm_up() -> None:
     user waits: every view module, the chat templates and the LLM client's TLS context.
     Before :func:`tune_garbage_collection`, so all of it is frozen."""
     from django.template.loader import get_template
-
-    from engine.llm.openai import preload
 
     get_resolver().url_patterns  # noqa: B018 (imports every view module now, not mid-request)
     for name in WARM_TEMPLATES:

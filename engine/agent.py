@@ -26,19 +26,12 @@ import logging
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from engine import answer as answer_phase
 from engine import prompts
 from engine.actions import ACTION_FORMAT_NAME, action_schema, parse_action
-from engine.answer import (
-    CANCELLED,
-    CHARS_PER_TOKEN,
-    INCOMPLETE,
-    PAUSED,
-    SUCCEEDED,
-    length_limit_reason,
-)
+from engine.answer import CHARS_PER_TOKEN, length_limit_reason
 from engine.approval import APPROVED, ApprovalIds, ApprovalRequest, Approver, refusal
 from engine.cancel import CancelledRun, CancelToken, run_cancellable
 from engine.errors import AgentPaused, ErrorTracker
@@ -57,12 +50,21 @@ from engine.events import (
 from engine.interrupts import InterruptSource
 from engine.llm.base import LLM, ChatResponse, ContextOverflowError, LLMError, plain_message
 from engine.messages import ChatMessage, ToolCall, Usage
+from engine.outcomes import (
+    CANCELLED,
+    FAILED,
+    INCOMPLETE,
+    PAUSED,
+    SUCCEEDED,
+    AgentResult,
+    ContextGuardLike,
+    Step,
+)
 from engine.replies import AnswerOnPage, JsonReplyPresenter, NativeReplyPresenter
 from engine.selection import TOOL_SELECTION_THRESHOLD, choose_tools
 from engine.streaming import CUT, StreamBroken, stream_reply
 from engine.structured import json_response_format
 from engine.tools import (
-    Artifact,
     Tool,
     ToolArgumentError,
     ToolRegistry,
@@ -74,72 +76,11 @@ __all__ = ["AgentResult", "ReActAgent", "Step"]
 
 logger = logging.getLogger(__name__)
 
-# AgentResult.status: SUCCEEDED, CANCELLED, INCOMPLETE and PAUSED come from engine.answer,
-# which reads and sets them too.
-FAILED = "failed"
-
 MAX_EMPTY_TURNS = 3
 MAX_IDENTICAL_CALLS = 2
 # finish_reason values of a reply that stopped at an output limit (ours, or the provider's).
 _LENGTH_STOPS = frozenset({CUT, "length"})
 BROKEN_ANSWER = "The model's server stopped sending the answer partway."
-
-
-class ContextGuardLike(Protocol):
-    """What the loop needs from :class:`engine.context.ContextGuard`."""
-
-    budget_tokens: int
-
-    async def check_and_compact(
-        self,
-        messages: list[ChatMessage],
-        *,
-        hint: str = "react_iteration",
-        budget_tokens: int | None = None,
-    ) -> list[ChatMessage]: ...
-
-
-@dataclass
-class Step:
-    """One tool call and how it ended; ``error`` is None on success."""
-
-    iteration: int
-    tool_name: str
-    tool_args: dict[str, Any]
-    observation: str
-    error: str | None = None
-    elapsed: float = 0.0
-    artifacts: list[Artifact] = field(default_factory=list)
-    tool_call_id: str | None = None
-
-
-@dataclass
-class AgentResult:
-    """The outcome of :meth:`ReActAgent.run`.
-
-    ``answer`` is the loop's answer (or the guard's explanation when paused);
-    ``answer_streamed`` tells whether readers already hold it (its deltas went out while
-    the loop ran); ``history`` is the conversation the run was given. ``stop_reason`` says
-    why the loop ended: ``answer``, ``max_iterations``, ``repeated_error``,
-    ``no_progress``, ``cancelled``, ``llm_error``, ``length`` or ``stream_broken``.
-    ``trace`` is the run's part of ``messages``: its question and everything after it
-    (the tool calls and results as the model last saw them); a paused run goes on from
-    it (``run(note, history, resume=result.trace)``).
-    """
-
-    answer: str
-    messages: list[ChatMessage]
-    steps: list[Step]
-    iterations: int
-    usage: Usage
-    elapsed: float
-    status: str = SUCCEEDED
-    pending_injections: list[str] = field(default_factory=list)
-    error: str | None = None
-    stop_reason: str = "answer"
-    answer_streamed: bool = False
-    history: list[ChatMessage] = field(default_factory=list)
-    trace: list[ChatMessage] = field(default_factory=list)
 
 
 class _AnswerCut(Exception):

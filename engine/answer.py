@@ -12,17 +12,14 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING
 
 from engine import prompts
 from engine.cancel import CancelledRun, CancelToken
 from engine.events import AgentEvent, AnswerDelta, AnswerDone, AnswerStart, Done
 from engine.llm.base import LLM, LLMError
 from engine.messages import ChatMessage
+from engine.outcomes import CANCELLED, INCOMPLETE, PAUSED, SUCCEEDED, AgentResult, ContextGuardLike
 from engine.streaming import cut_usage, stream_deltas
-
-if TYPE_CHECKING:
-    from engine.agent import AgentResult, ContextGuardLike
 
 __all__ = [
     "CANCELLED",
@@ -35,15 +32,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-# The values of ``AgentResult.status`` this phase reads and sets (engine.agent, which
-# imports this module, defines the others).
-SUCCEEDED = "succeeded"
-CANCELLED = "cancelled"
-# The answer was cut short: its stream broke off midway, or it reached its length limit.
-INCOMPLETE = "incomplete"
-# A guard stopped the loop (repeated errors, no progress); the answer explains why.
-PAUSED = "paused"
 
 # An answer longer than this many tokens (estimated as characters / 4) is cut: a model
 # that never stops would otherwise stream until Stop.

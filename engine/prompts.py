@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from engine.agent import Step
-    from engine.tools import ToolExample
+from engine.outcomes import Step
+from engine.tools import ToolExample
 
 __all__ = [
     "CUT_TOOL_CALL",

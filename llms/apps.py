@@ -13,6 +13,7 @@ class LlmsConfig(AppConfig):
         from django.contrib.auth import get_user_model
         from django.contrib.auth.models import Group
 
+        # Models and what imports them load once the app registry is ready.
         from core import configcache
         from llms.models import LLMModel, Provider, RoleAssignment, UsageQuota
 

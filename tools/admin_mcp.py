@@ -15,6 +15,7 @@ from django.http import HttpRequest
 from django.template.defaultfilters import truncatechars
 from django.utils.html import format_html, format_html_join
 
+from tools.mcp.services import mcp_server_refresh
 from tools.models import Artifact, MCPServer
 
 __all__ = ["ArtifactAdmin", "MCPServerAdmin", "MCPServerForm"]
@@ -194,7 +195,6 @@ class MCPServerAdmin(admin.ModelAdmin):
             self._refresh(request, server)
 
     def _refresh(self, request: HttpRequest, server: MCPServer) -> None:
-        from tools.mcp.services import mcp_server_refresh  # the SDK is slow to import
 
         server = mcp_server_refresh(server)
         if server.health_status == MCPServer.Health.OK:

@@ -21,6 +21,7 @@ class ToolsConfig(AppConfig):
             if not module.name.startswith("_"):
                 importlib.import_module(f"{package.__name__}.{module.name}")
 
+        # Models and what imports them load once the app registry is ready.
         from core import configcache
         from tools.models import MCPServer, ToolConfig
 

@@ -19,6 +19,11 @@ from django.db import transaction
 from core import configcache
 from core.errors import ApplicationError
 from engine import Tool, ToolRegistry
+from tools.mcp.services import (
+    mcp_servers_for_user,
+    mcp_tools_described_for_user,
+    mcp_tools_for_servers,
+)
 from tools.models import ToolConfig
 from tools.models.config import config_schema_errors, secret_keys
 from tools.redaction import redacting, secret_values
@@ -126,8 +131,6 @@ class ToolRows:
 
 def tool_rows_for_user(*, user: Any) -> ToolRows:
     """The enabled tool configurations and MCP servers ``user`` may use (sync ORM)."""
-    from tools.mcp.services import mcp_servers_for_user
-
     toolconfig_sync()
     return ToolRows(
         tool_configs=tuple(toolconfigs_for_user(user=user)),
@@ -188,8 +191,6 @@ def _redacted(registry: ToolRegistry, rows: ToolRows) -> ToolRegistry:
 
 def _add_mcp_tools(registry: ToolRegistry, *, servers: Any, context: ToolContext) -> None:
     """Tools of the MCP servers this user may use, as ``<server>__<tool>``."""
-    from tools.mcp.services import mcp_tools_for_servers
-
     for tool in mcp_tools_for_servers(servers, context=context):
         if tool.name in registry:
             logger.warning("MCP tool %s skipped: the name is already taken", tool.name)
@@ -215,8 +216,6 @@ def tools_available_for_user(*, user: Any) -> list[dict[str, Any]]:
     Lists tools without building them (no connection to MCP servers: their cached
     listings).
     """
-    from tools.mcp.services import mcp_tools_described_for_user
-
     toolconfig_sync()
     available = []
     for row in toolconfigs_for_user(user=user):

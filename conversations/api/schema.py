@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from conversations.api.openapi_parts import error_response, id_param, json_body, json_response, ref
+from conversations.api.schema_sharing import sharing_paths
 from conversations.api.views import LIST_LIMIT_MAX, LIST_OFFSET_MAX
 from core.converters import DB_ID_MAX
 
-__all__ = ["openapi_document"]
+__all__ = ["openapi_document", "schema_view"]
 
 _NULLABLE_INT = {"type": ["integer", "null"]}
 _NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time"}
@@ -31,32 +35,6 @@ _BRANCH_PARAM = {
     "schema": {"enum": ["selected", "all"]},
     "description": "selected (default): the branch the user is on; all: every branch.",
 }
-
-
-def _ref(name: str) -> dict[str, str]:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
-
-
-def _error(description: str) -> dict[str, Any]:
-    return {"$ref": "#/components/responses/" + description}
-
-
-def _id_param(name: str, what: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "in": "path",
-        "required": True,
-        "description": f"The {what}'s id (another user's id answers 404).",
-        "schema": {"type": "integer", "minimum": 1, "maximum": DB_ID_MAX},
-    }
-
-
-def _body(schema: dict[str, Any], required: bool = True) -> dict[str, Any]:
-    return {"required": required, "content": {"application/json": {"schema": schema}}}
 
 
 SCHEMAS: dict[str, Any] = {
@@ -81,7 +59,7 @@ SCHEMAS: dict[str, Any] = {
         "properties": {
             "id": {"type": "integer"},
             "title": {"type": "string"},
-            "model": _ref("ModelRef"),
+            "model": ref("ModelRef"),
             "archived": {"type": "boolean"},
             "mode": _MODE,
             "created_at": _TIME,
@@ -97,7 +75,7 @@ SCHEMAS: dict[str, Any] = {
             "count": {"type": "integer"},
             "offset": {"type": "integer"},
             "limit": {"type": "integer"},
-            "conversations": {"type": "array", "items": _ref("Conversation")},
+            "conversations": {"type": "array", "items": ref("Conversation")},
         },
     },
     "Message": {
@@ -170,13 +148,13 @@ SCHEMAS: dict[str, Any] = {
     },
     "ConversationDetail": {
         "allOf": [
-            _ref("Conversation"),
+            ref("Conversation"),
             {
                 "type": "object",
                 "properties": {
                     "messages": {
                         "type": "array",
-                        "items": _ref("Message"),
+                        "items": ref("Message"),
                         "description": "The selected branch's messages (every message "
                         "with `?branch=all`).",
                     },
@@ -184,7 +162,7 @@ SCHEMAS: dict[str, Any] = {
                         "type": "array",
                         "items": {
                             "allOf": [
-                                _ref("Run"),
+                                ref("Run"),
                                 {
                                     "type": "object",
                                     "properties": {
@@ -192,8 +170,8 @@ SCHEMAS: dict[str, Any] = {
                                             "type": "boolean",
                                             "description": "On the branch the user is on.",
                                         },
-                                        "question_versions": _ref("Versions"),
-                                        "answer_versions": _ref("Versions"),
+                                        "question_versions": ref("Versions"),
+                                        "answer_versions": ref("Versions"),
                                     },
                                 },
                             ]
@@ -337,10 +315,9 @@ stream ends after a run's `done` or `error` unless `?follow=1`.
 
 
 def _paths() -> dict[str, Any]:
-    from conversations.api.schema_sharing import sharing_paths  # it imports this module
 
-    auth_errors = {"401": _error("Unauthorized"), "429": _error("TooManyRequests")}
-    conversation_id = _id_param("conversation_id", "conversation")
+    auth_errors = {"401": error_response("Unauthorized"), "429": error_response("TooManyRequests")}
+    conversation_id = id_param("conversation_id", "conversation")
     return {
         "/api/conversations": {
             "get": {
@@ -376,15 +353,15 @@ def _paths() -> dict[str, Any]:
                     },
                 ],  # fmt: skip
                 "responses": {
-                    "200": _json(_ref("ConversationList"), "Your conversations."),
-                    "400": _error("BadRequest"),
+                    "200": json_response(ref("ConversationList"), "Your conversations."),
+                    "400": error_response("BadRequest"),
                     **auth_errors,
                 },
             },
             "post": {
                 "summary": "Create a conversation",
                 "operationId": "createConversation",
-                "requestBody": _body(
+                "requestBody": json_body(
                     {
                         "type": "object",
                         "properties": {
@@ -401,9 +378,9 @@ def _paths() -> dict[str, Any]:
                     required=False,
                 ),
                 "responses": {
-                    "201": _json(_ref("ConversationDetail"), "Created."),
-                    "400": _error("BadRequest"),
-                    "413": _error("TooLarge"),
+                    "201": json_response(ref("ConversationDetail"), "Created."),
+                    "400": error_response("BadRequest"),
+                    "413": error_response("TooLarge"),
                     **auth_errors,
                 },
             },
@@ -415,15 +392,15 @@ def _paths() -> dict[str, Any]:
                 "operationId": "getConversation",
                 "parameters": [_BRANCH_PARAM],
                 "responses": {
-                    "200": _json(_ref("ConversationDetail"), "The conversation."),
-                    "404": _error("NotFound"),
+                    "200": json_response(ref("ConversationDetail"), "The conversation."),
+                    "404": error_response("NotFound"),
                     **auth_errors,
                 },
             },
             "patch": {
                 "summary": "Rename, switch model or mode, archive or restore",
                 "operationId": "updateConversation",
-                "requestBody": _body(
+                "requestBody": json_body(
                     {
                         "type": "object",
                         "minProperties": 1,
@@ -437,10 +414,10 @@ def _paths() -> dict[str, Any]:
                     }
                 ),
                 "responses": {
-                    "200": _json(_ref("ConversationDetail"), "Updated."),
-                    "400": _error("BadRequest"),
-                    "404": _error("NotFound"),
-                    "413": _error("TooLarge"),
+                    "200": json_response(ref("ConversationDetail"), "Updated."),
+                    "400": error_response("BadRequest"),
+                    "404": error_response("NotFound"),
+                    "413": error_response("TooLarge"),
                     **auth_errors,
                 },
             },
@@ -449,7 +426,7 @@ def _paths() -> dict[str, Any]:
                 "operationId": "deleteConversation",
                 "responses": {
                     "204": {"description": "Deleted."},
-                    "404": _error("NotFound"),
+                    "404": error_response("NotFound"),
                     **auth_errors,
                 },
             },  # fmt: skip
@@ -462,7 +439,7 @@ def _paths() -> dict[str, Any]:
                 "description": "When a run is active the message is delivered to it as a "
                 "follow-up (`injected: true`). Then read the run's events from "
                 "`GET /api/conversations/{id}/events`.",
-                "requestBody": _body(
+                "requestBody": json_body(
                     {
                         "type": "object",
                         "required": ["content"],
@@ -478,10 +455,10 @@ def _paths() -> dict[str, Any]:
                     }
                 ),
                 "responses": {
-                    "202": _json(_ref("MessagePosted"), "Accepted; the run works on it."),
-                    "400": _error("BadRequest"),
-                    "404": _error("NotFound"),
-                    "413": _error("TooLarge"),
+                    "202": json_response(ref("MessagePosted"), "Accepted; the run works on it."),
+                    "400": error_response("BadRequest"),
+                    "404": error_response("NotFound"),
+                    "413": error_response("TooLarge"),
                     **auth_errors,
                 },
             },
@@ -518,42 +495,44 @@ def _paths() -> dict[str, Any]:
                         "description": "An endless or run-long event stream.",
                         "content": {"text/event-stream": {"schema": {"type": "string"}}},
                     },
-                    "400": _error("BadRequest"),
-                    "404": _error("NotFound"),
+                    "400": error_response("BadRequest"),
+                    "404": error_response("NotFound"),
                     **auth_errors,
                 },
             },
         },
         "/api/runs/{run_id}/cancel": {
-            "parameters": [_id_param("run_id", "run")],
+            "parameters": [id_param("run_id", "run")],
             "post": {
                 "summary": "Stop a run (ends its LLM request and tools at the next step)",
                 "operationId": "cancelRun",
                 "responses": {
-                    "202": _json(_ref("Run"), "Cancellation requested (or already finished)."),
-                    "404": _error("NotFound"),
+                    "202": json_response(
+                        ref("Run"), "Cancellation requested (or already finished)."
+                    ),
+                    "404": error_response("NotFound"),
                     **auth_errors,
                 },
             },
         },
         "/api/runs/{run_id}/retry": {
-            "parameters": [_id_param("run_id", "run")],
+            "parameters": [id_param("run_id", "run")],
             "post": {
                 "summary": "Answer a failed, stopped or incomplete run's question again",
                 "description": "The new run is an alternative beside the old one (see "
                 "`regenerate`), returned, and streams on the conversation's events.",
                 "operationId": "retryRun",
                 "responses": {
-                    "202": _json(_ref("Run"), "The new run, queued."),
-                    "400": _error("BadRequest"),
-                    "404": _error("NotFound"),
-                    "409": _error("Conflict"),
+                    "202": json_response(ref("Run"), "The new run, queued."),
+                    "400": error_response("BadRequest"),
+                    "404": error_response("NotFound"),
+                    "409": error_response("Conflict"),
                     **auth_errors,
                 },
             },
         },
         "/api/runs/{run_id}/resume": {
-            "parameters": [_id_param("run_id", "run")],
+            "parameters": [id_param("run_id", "run")],
             "post": {
                 "summary": "Continue a paused run from where it stopped, with an optional note",
                 "description": "A run a loop guard paused (`status: paused`: the same tool "
@@ -565,7 +544,7 @@ def _paths() -> dict[str, Any]:
                 "cannot be resumed (paused in plan mode, which keeps no trace) or a run of "
                 "the conversation is active; 400 for a note over the message limit.",
                 "operationId": "resumeRun",
-                "requestBody": _body(
+                "requestBody": json_body(
                     {
                         "type": "object",
                         "properties": {
@@ -579,24 +558,24 @@ def _paths() -> dict[str, Any]:
                     required=False,
                 ),
                 "responses": {
-                    "202": _json(_ref("Run"), "The new run, queued."),
-                    "400": _error("BadRequest"),
-                    "404": _error("NotFound"),
-                    "409": _error("Conflict"),
-                    "413": _error("TooLarge"),
+                    "202": json_response(ref("Run"), "The new run, queued."),
+                    "400": error_response("BadRequest"),
+                    "404": error_response("NotFound"),
+                    "409": error_response("Conflict"),
+                    "413": error_response("TooLarge"),
                     **auth_errors,
                 },
             },
         },
         "/api/runs/{run_id}/regenerate": {
-            "parameters": [_id_param("run_id", "run")],
+            "parameters": [id_param("run_id", "run")],
             "post": {
                 "summary": "A new answer to the run's question, beside it",
                 "description": "From the same history, optionally by another model you may "
                 "use. The new run becomes the selected branch. 409 while a run of the "
                 "conversation is active.",
                 "operationId": "regenerateRun",
-                "requestBody": _body(
+                "requestBody": json_body(
                     {
                         "type": "object",
                         "properties": {"model": {"type": "integer"}},
@@ -605,38 +584,40 @@ def _paths() -> dict[str, Any]:
                     required=False,
                 ),
                 "responses": {
-                    "202": _json(_ref("Run"), "The new run, queued."),
-                    "400": _error("BadRequest"),
-                    "404": _error("NotFound"),
-                    "409": _error("Conflict"),
+                    "202": json_response(ref("Run"), "The new run, queued."),
+                    "400": error_response("BadRequest"),
+                    "404": error_response("NotFound"),
+                    "409": error_response("Conflict"),
                     **auth_errors,
                 },
             },
         },
         "/api/runs/{run_id}/select": {
-            "parameters": [_id_param("run_id", "run")],
+            "parameters": [id_param("run_id", "run")],
             "post": {
                 "summary": "Switch to this answer among its alternatives",
                 "description": "Below it, the branch last selected there is shown again. "
                 "409 while a run of the conversation is active.",
                 "operationId": "selectRun",
                 "responses": {
-                    "200": _json(_ref("ConversationDetail"), "The conversation on its branch."),
-                    "404": _error("NotFound"),
-                    "409": _error("Conflict"),
+                    "200": json_response(
+                        ref("ConversationDetail"), "The conversation on its branch."
+                    ),
+                    "404": error_response("NotFound"),
+                    "409": error_response("Conflict"),
                     **auth_errors,
                 },
             },
         },
         "/api/messages/{message_id}/edit": {
-            "parameters": [_id_param("message_id", "message")],
+            "parameters": [id_param("message_id", "message")],
             "post": {
                 "summary": "Ask a question again as edited, as a new branch",
                 "description": "The edited text is a new message beside the original (which "
                 "stays, with its answers); a new run answers it from the history before it. "
                 "409 while a run of the conversation is active.",
                 "operationId": "editMessage",
-                "requestBody": _body(
+                "requestBody": json_body(
                     {
                         "type": "object",
                         "required": ["content"],
@@ -645,34 +626,36 @@ def _paths() -> dict[str, Any]:
                     }
                 ),
                 "responses": {
-                    "202": _json(_ref("MessagePosted"), "The new question and its run."),
-                    "400": _error("BadRequest"),
-                    "404": _error("NotFound"),
-                    "409": _error("Conflict"),
-                    "413": _error("TooLarge"),
+                    "202": json_response(ref("MessagePosted"), "The new question and its run."),
+                    "400": error_response("BadRequest"),
+                    "404": error_response("NotFound"),
+                    "409": error_response("Conflict"),
+                    "413": error_response("TooLarge"),
                     **auth_errors,
                 },
             },
         },
         "/api/messages/{message_id}/select": {
-            "parameters": [_id_param("message_id", "message")],
+            "parameters": [id_param("message_id", "message")],
             "post": {
                 "summary": "Switch to this version of a question among its edits",
                 "description": "With the answer last selected for it. 409 while a run of the "
                 "conversation is active.",
                 "operationId": "selectMessage",
                 "responses": {
-                    "200": _json(_ref("ConversationDetail"), "The conversation on its branch."),
-                    "400": _error("BadRequest"),
-                    "404": _error("NotFound"),
-                    "409": _error("Conflict"),
+                    "200": json_response(
+                        ref("ConversationDetail"), "The conversation on its branch."
+                    ),
+                    "400": error_response("BadRequest"),
+                    "404": error_response("NotFound"),
+                    "409": error_response("Conflict"),
                     **auth_errors,
                 },
             },
         },
         "/api/runs/{run_id}/approvals/{call_id}": {
             "parameters": [
-                _id_param("run_id", "run"),
+                id_param("run_id", "run"),
                 {
                     "name": "call_id",
                     "in": "path",
@@ -699,7 +682,7 @@ def _paths() -> dict[str, Any]:
                     },
                 },
                 "responses": {
-                    "200": _json(
+                    "200": json_response(
                         {
                             "type": "object",
                             "properties": {
@@ -709,33 +692,33 @@ def _paths() -> dict[str, Any]:
                         },
                         "Decided.",
                     ),
-                    "400": _error("BadRequest"),
-                    "404": _error("NotFound"),
-                    "409": _error("Conflict"),
+                    "400": error_response("BadRequest"),
+                    "404": error_response("NotFound"),
+                    "409": error_response("Conflict"),
                     **auth_errors,
                 },
             },
         },
         "/api/messages/{message_id}/pin": {
-            "parameters": [_id_param("message_id", "message")],
+            "parameters": [id_param("message_id", "message")],
             "post": {
                 "summary": "Pin a message (kept verbatim when older context is summarised)",
                 "operationId": "pinMessage",
                 "responses": {
-                    "200": _json(_ref("Message"), "Pinned."),
-                    "404": _error("NotFound"),
+                    "200": json_response(ref("Message"), "Pinned."),
+                    "404": error_response("NotFound"),
                     **auth_errors,
                 },
             },
         },
         "/api/messages/{message_id}/unpin": {
-            "parameters": [_id_param("message_id", "message")],
+            "parameters": [id_param("message_id", "message")],
             "post": {
                 "summary": "Unpin a message",
                 "operationId": "unpinMessage",
                 "responses": {
-                    "200": _json(_ref("Message"), "Unpinned."),
-                    "404": _error("NotFound"),
+                    "200": json_response(ref("Message"), "Unpinned."),
+                    "404": error_response("NotFound"),
                     **auth_errors,
                 },
             },
@@ -745,10 +728,10 @@ def _paths() -> dict[str, Any]:
                 "summary": "Models you may use",
                 "operationId": "listModels",
                 "responses": {
-                    "200": _json(
+                    "200": json_response(
                         {
                             "type": "object",
-                            "properties": {"models": {"type": "array", "items": _ref("Model")}},
+                            "properties": {"models": {"type": "array", "items": ref("Model")}},
                         },
                         "Models.",
                     ),  # fmt: skip
@@ -761,10 +744,10 @@ def _paths() -> dict[str, Any]:
                 "summary": "Tools your runs may use",
                 "operationId": "listTools",
                 "responses": {
-                    "200": _json(
+                    "200": json_response(
                         {
                             "type": "object",
-                            "properties": {"tools": {"type": "array", "items": _ref("Tool")}},
+                            "properties": {"tools": {"type": "array", "items": ref("Tool")}},
                         },
                         "Tools.",
                     ),  # fmt: skip
@@ -786,7 +769,7 @@ def _paths() -> dict[str, Any]:
 
 def openapi_document() -> dict[str, Any]:
     """The whole OpenAPI 3.1 document."""
-    error = _ref("Error")
+    error = ref("Error")
     return {
         "openapi": "3.1.0",
         "info": {
@@ -809,15 +792,15 @@ def openapi_document() -> dict[str, Any]:
             },
             "schemas": SCHEMAS,
             "responses": {
-                "BadRequest": _json(error, "Invalid input; `fields` says what to fix."),
-                "Unauthorized": _json(error, "Missing, wrong or revoked credentials."),
-                "NotFound": _json(error, "No such object among yours."),
-                "Conflict": _json(
+                "BadRequest": json_response(error, "Invalid input; `fields` says what to fix."),
+                "Unauthorized": json_response(error, "Missing, wrong or revoked credentials."),
+                "NotFound": json_response(error, "No such object among yours."),
+                "Conflict": json_response(
                     error, "Already decided, the run has ended, or a run is still active."
                 ),
-                "TooLarge": _json(error, "The message or request body is over the limit."),
+                "TooLarge": json_response(error, "The message or request body is over the limit."),
                 "TooManyRequests": {
-                    **_json(error, "Rate limited, or locked out after failed API tokens."),
+                    **json_response(error, "Rate limited, or locked out after failed API tokens."),
                     "headers": {
                         "Retry-After": {
                             "description": "Seconds to wait.",
@@ -828,3 +811,11 @@ def openapi_document() -> dict[str, Any]:
             },
         },
     }
+
+
+def schema_view(request: HttpRequest) -> HttpResponse:
+    """The OpenAPI document; public, like any API description."""
+    return JsonResponse(openapi_document(), json_dumps_params={"indent": 2})
+
+
+schema_view.login_required = False  # type: ignore[attr-defined]

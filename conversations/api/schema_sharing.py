@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from conversations.api.openapi_parts import error_response, id_param, json_body, json_response, ref
 from conversations.models import Message, Run
 from conversations.transfer.exporting import EXPORT_FORMAT, EXPORT_VERSION
 
@@ -97,10 +98,9 @@ SHARE: dict[str, Any] = {
 
 def sharing_paths() -> dict[str, Any]:
     """The paths of export, import and shared links."""
-    from conversations.api.schema import _body, _error, _id_param, _json, _ref
 
-    auth_errors = {"401": _error("Unauthorized"), "429": _error("TooManyRequests")}
-    conversation_id = _id_param("conversation_id", "conversation")
+    auth_errors = {"401": error_response("Unauthorized"), "429": error_response("TooManyRequests")}
+    conversation_id = id_param("conversation_id", "conversation")
     return {
         "/api/conversations/{conversation_id}/export": {
             "parameters": [conversation_id],
@@ -131,8 +131,8 @@ def sharing_paths() -> dict[str, Any]:
                             "text/markdown": {"schema": {"type": "string"}},
                         },
                     },
-                    "400": _error("BadRequest"),
-                    "404": _error("NotFound"),
+                    "400": error_response("BadRequest"),
+                    "404": error_response("NotFound"),
                     **auth_errors,
                 },
             },
@@ -144,11 +144,11 @@ def sharing_paths() -> dict[str, Any]:
                 "description": "The whole file or nothing: an unknown format or version, "
                 "a broken tree or a message over the length limit is refused and nothing "
                 "is saved. Runs come back as finished records, without their events.",
-                "requestBody": _body(EXPORT_DOCUMENT),
+                "requestBody": json_body(EXPORT_DOCUMENT),
                 "responses": {
-                    "201": _json(_ref("ConversationDetail"), "Imported."),
-                    "400": _error("BadRequest"),
-                    "413": _error("TooLarge"),
+                    "201": json_response(ref("ConversationDetail"), "Imported."),
+                    "400": error_response("BadRequest"),
+                    "413": error_response("TooLarge"),
                     **auth_errors,
                 },
             },
@@ -160,7 +160,7 @@ def sharing_paths() -> dict[str, Any]:
                 "operationId": "createShare",
                 "description": "The snapshot is copied now: later messages do not appear. "
                 "Artifacts are copied only with `include_artifacts`.",
-                "requestBody": _body(
+                "requestBody": json_body(
                     {
                         "type": "object",
                         "properties": {"include_artifacts": {"type": "boolean"}},
@@ -169,10 +169,10 @@ def sharing_paths() -> dict[str, Any]:
                     required=False,
                 ),
                 "responses": {
-                    "201": _json(SHARE, "The new link."),
-                    "400": _error("BadRequest"),
-                    "404": _error("NotFound"),
-                    "413": _error("TooLarge"),
+                    "201": json_response(SHARE, "The new link."),
+                    "400": error_response("BadRequest"),
+                    "404": error_response("NotFound"),
+                    "413": error_response("TooLarge"),
                     **auth_errors,
                 },
             },
@@ -182,7 +182,7 @@ def sharing_paths() -> dict[str, Any]:
                 "summary": "Your shared links, newest first (revoked ones too)",
                 "operationId": "listShares",
                 "responses": {
-                    "200": _json(
+                    "200": json_response(
                         {
                             "type": "object",
                             "properties": {"shares": {"type": "array", "items": SHARE}},
@@ -194,13 +194,13 @@ def sharing_paths() -> dict[str, Any]:
             },
         },
         "/api/shares/{share_id}": {
-            "parameters": [_id_param("share_id", "shared link")],
+            "parameters": [id_param("share_id", "shared link")],
             "get": {
                 "summary": "A shared link",
                 "operationId": "getShare",
                 "responses": {
-                    "200": _json(SHARE, "The link."),
-                    "404": _error("NotFound"),
+                    "200": json_response(SHARE, "The link."),
+                    "404": error_response("NotFound"),
                     **auth_errors,
                 },
             },
@@ -209,7 +209,7 @@ def sharing_paths() -> dict[str, Any]:
                 "operationId": "revokeShare",
                 "responses": {
                     "204": {"description": "Revoked (or already revoked)."},
-                    "404": _error("NotFound"),
+                    "404": error_response("NotFound"),
                     **auth_errors,
                 },
             },

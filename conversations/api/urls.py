@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
-from conversations.api import export_views, sse, views
+from conversations.api import export_views, schema, sse, views
 
 urlpatterns = [
     path("conversations", views.conversation_list_create, name="api_conversations"),
@@ -35,7 +35,7 @@ urlpatterns = [
     path("messages/<id:message_id>/unpin", views.message_unpin, name="api_message_unpin"),
     path("models", views.model_list, name="api_models"),
     path("tools", views.tool_list, name="api_tools"),
-    path("schema", views.schema, name="api_schema"),
+    path("schema", schema.schema_view, name="api_schema"),
     path("conversations/import", export_views.conversation_import, name="api_conversation_import"),
     path(
         "conversations/<id:conversation_id>/export",

@@ -23,6 +23,8 @@ from conversations.history.numbering import last_event_seq
 from conversations.models import CompactionSummary, Conversation, Message, Run
 from conversations.transfer.exporting import message_fields
 from core.errors import ApplicationError
+from llms.selectors import model_get_for_user, models_for_user
+from tools.services import tools_available_for_user
 
 LIST_LIMIT_DEFAULT = 100
 LIST_LIMIT_MAX = 500
@@ -61,8 +63,6 @@ def _string(data: dict[str, Any], name: str, *, max_chars: int | None = None) ->
 
 def _model_for(user, model_id: Any):
     """The model row for a request's ``model`` id; a field error when not allowed."""
-    from llms.selectors import model_get_for_user
-
     if isinstance(model_id, bool) or not isinstance(model_id, int | str):
         raise ApplicationError("'model' must be a model id.", extra={"model": ["Must be an id."]})
     try:
@@ -295,7 +295,7 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
 @api_view("POST")
 def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
     run = selectors.run_get(user=request.user, run_id=run_id)
-    return JsonResponse(run_out(services.run_retry(run=run, user=request.user)), status=202)
+    return JsonResponse(run_out(branching.run_retry(run=run, user=request.user)), status=202)
 
 
 @api_view("POST")
@@ -388,26 +388,12 @@ def message_unpin(request: HttpRequest, message_id: int) -> HttpResponse:
 
 @api_view("GET")
 def model_list(request: HttpRequest) -> HttpResponse:
-    from llms.selectors import models_for_user
-
     return JsonResponse({"models": [model_out(m) for m in models_for_user(user=request.user)]})
 
 
 @api_view("GET")
 def tool_list(request: HttpRequest) -> HttpResponse:
-    from tools.services import tools_available_for_user
-
     return JsonResponse({"tools": tools_available_for_user(user=request.user)})
-
-
-def schema(request: HttpRequest) -> HttpResponse:
-    """The OpenAPI document; public, like any API description."""
-    from conversations.api.schema import openapi_document
-
-    return JsonResponse(openapi_document(), json_dumps_params={"indent": 2})
-
-
-schema.login_required = False  # type: ignore[attr-defined]
 
 
 def not_found(request: HttpRequest, path: str = "") -> HttpResponse:

@@ -22,6 +22,7 @@ from conversations.services import (
     run_start,
 )
 from core.errors import ApplicationError
+from llms.selectors import model_get_for_user
 
 BUSY = "Wait for the current answer to finish, or stop it, first."
 
@@ -72,8 +73,6 @@ def message_edit(*, message: Message, user, content: str) -> tuple[Message, Run]
 def run_regenerate(*, run: Run, user, model_id: int | str | None = None) -> Run:
     """A new answer to ``run``'s question from the same history, beside ``run``;
     optionally by another model the user may use."""
-    from llms.selectors import model_get_for_user
-
     if run.trigger_message_id is None:
         raise ApplicationError("This answer has no question to answer again.")
     model = model_get_for_user(user=user, model_id=model_id) if model_id else None
@@ -92,6 +91,14 @@ def run_regenerate(*, run: Run, user, model_id: int | str | None = None) -> Run:
         )
         _keep_resuming(run.pk, regenerated)
         return regenerated
+
+
+def run_retry(*, run: Run, user) -> Run:
+    """Answer a failed, stopped or incomplete run's question again: a new answer beside
+    it (the attempt stays, one click away)."""
+    if run.status not in Run.RETRYABLE_STATUSES or run.trigger_message_id is None:
+        raise ApplicationError("Only a failed, stopped or incomplete answer can be retried.")
+    return run_regenerate(run=run, user=user)
 
 
 def _keep_resuming(original_id: int, run: Run) -> None:

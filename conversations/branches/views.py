@@ -11,11 +11,12 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import reswap
 
-from conversations import selectors, services
+from conversations import selectors
 from conversations.branches import branching, resuming
 from conversations.branches.tree import RunTree
 from conversations.models import Conversation, Message
 from core.errors import ApplicationError
+from llms.selectors import models_for_user
 
 PARTIALS = "conversations/partials.html"
 
@@ -89,8 +90,6 @@ def run_select(request: HttpRequest, run_id: int) -> HttpResponse:
 def run_regenerate(request: HttpRequest, run_id: int) -> HttpResponse:
     """GET: the models the answer may be regenerated with; POST: a new answer (with the
     ``model`` posted, else the conversation's)."""
-    from llms.selectors import models_for_user
-
     run = selectors.run_get(user=request.user, run_id=run_id)
     if request.method == "GET":
         context = {"run": run, "models": models_for_user(user=request.user)}
@@ -109,7 +108,7 @@ def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
     """Answer a failed, stopped or incomplete run's question again, beside it."""
     run = selectors.run_get(user=request.user, run_id=run_id)
     try:
-        retry = services.run_retry(run=run, user=request.user)
+        retry = branching.run_retry(run=run, user=request.user)
     except ApplicationError as exc:
         return _refused(request, exc)
     return _timeline(request, run.conversation, fresh_run_id=retry.pk)

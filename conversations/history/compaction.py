@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from conversations.branches.tree import RunTree, path_filter
 from conversations.models import CompactionSummary, Message, Run
-from engine import ChatMessage, ContextGuard, estimate_messages_tokens
+from engine import ChatMessage, ContextGuard, estimate_messages_tokens, model_budget
 
 logger = logging.getLogger(__name__)
 
@@ -153,8 +153,6 @@ def summary_store(*, run_id: int, result: LoadResult, model_used: str) -> Compac
 
 def context_guard_for(model, llm) -> ContextGuard:
     """A per-run guard with the model's budget; the run's own LLM writes summaries."""
-    from engine import model_budget
-
     budget = model_budget(
         getattr(model, "context_window", None), getattr(model, "max_output_tokens", None)
     )

@@ -11,12 +11,9 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from conversations.pages.items import StepItem, ToolCard, partial
-
-if TYPE_CHECKING:
-    from conversations.pages.rendering import RunView
 
 RESULT_PREVIEW_CHARS = 600
 
@@ -28,6 +25,17 @@ PHASE_TEXT = {
     "planning_failed": "No plan could be made: working step by step instead…",
 }
 STEP_STATUS = {"started": "running", "completed": "done", "failed": "failed", "skipped": "skipped"}
+
+
+class RunViewLike(Protocol):
+    """What the tracker uses of the ``RunView`` it belongs to (rendering imports this
+    module, so the view is named by its shape)."""
+
+    items: list[StepItem]
+
+    def append_item(self, item: StepItem, render: bool) -> str: ...
+
+    def set_status(self, text: str, render: bool) -> str: ...
 
 
 @dataclass
@@ -100,7 +108,7 @@ class PlanTracker:
     _pending_reason: str = ""
     _cards: int = 0
 
-    def on_phase(self, view: RunView, payload: dict[str, Any], render: bool) -> str | None:
+    def on_phase(self, view: RunViewLike, payload: dict[str, Any], render: bool) -> str | None:
         """A plan phase's frames; None when the phase is not plan mode's."""
         phase = payload.get("phase")
         if phase == "routed":
@@ -147,7 +155,7 @@ class PlanTracker:
             return partial("plan-verdict", {"round": plan_round, "oob": True}) if render else ""
         return view.set_status(PHASE_TEXT[phase], render)
 
-    def on_progress(self, view: RunView, payload: dict[str, Any], render: bool) -> str:
+    def on_progress(self, view: RunViewLike, payload: dict[str, Any], render: bool) -> str:
         plan_round = self.rounds.get(int(payload.get("round") or 1))
         step = plan_round.step(str(payload.get("step_id"))) if plan_round else None
         if step is None:

@@ -17,6 +17,8 @@ from conversations.models import AgentMode, Run
 from engine import LLM, AgentResult, ChatMessage, ModelRegistry, ReActAgent
 from engine.events import Phase
 from engine.plan import PlanAgent, choose_mode
+from llms.selectors import role_models_for_user
+from llms.services import build_llm
 
 logger = logging.getLogger(__name__)
 
@@ -44,9 +46,6 @@ def run_mode(run: Run) -> str:
 def run_models(run: Run, model: Any, llm: LLM) -> RunModels:
     """The models plan steps may use: the run's own as the default, the user's role
     models beside it (database reads: called while the run is prepared)."""
-    from llms.selectors import role_models_for_user
-    from llms.services import build_llm
-
     mode = run_mode(run)
     if mode == AgentMode.REACT:
         return RunModels(mode)

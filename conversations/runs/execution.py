@@ -27,11 +27,17 @@ from conversations.runs.control import RunControl, read_runs_state
 from conversations.runs.db import DATABASE_OUTAGES, db, patiently
 from conversations.runs.publisher import Entry, RunPublisher
 from conversations.runs.wording import duration_words
+from core.configcache import cached, current_token
+from core.errors import ApplicationError
 from core.outages import is_disk_full
 from engine import AgentResult, CancelledRun, CancelToken, ChatMessage, InterruptQueue, LLMError
 from engine.events import AgentEvent, Compact, Done, ErrorEvent, Inject
 from engine.llm.base import plain_message
+from llms.selectors import default_model_for_user, model_get_for_user
+from llms.services import build_llm
 from tools.markdown import render_markdown
+from tools.registry import ToolContext
+from tools.services import tool_rows_for_user, tools_for_user
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -527,13 +533,6 @@ def _build_agent_parts(run: Run) -> tuple[Any, Any, Any]:
     """The run's model row, LLM client and tool registry. The model is re-checked at run
     start (an admin may have disabled it or changed its groups since it was picked); the
     rows come from the configuration cache while the configuration is unchanged."""
-    from core.configcache import cached, current_token
-    from core.errors import ApplicationError
-    from llms.selectors import default_model_for_user, model_get_for_user
-    from llms.services import build_llm
-    from tools.registry import ToolContext
-    from tools.services import tool_rows_for_user, tools_for_user
-
     user = run.conversation.owner
     # A regenerated answer may ask for another model than the conversation's.
     model_id = run.model_id or run.conversation.model_id

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import time
 
+from celery import current_app
 from django.conf import settings
 from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import RedisError
@@ -29,6 +30,9 @@ _tasks: dict[int, asyncio.Task] = {}
 QUEUE_OUTAGES = (BrokerError, RedisError)
 queue_unreachable = OutageLog("the task queue")
 
+# The Celery task that executes a run in a worker (conversations/tasks.py).
+RUN_AGENT_TASK = "conversations.run_agent"
+
 
 def launch(run_id: int) -> bool:
     """Start executing a run (called after the transaction that created it committed).
@@ -38,10 +42,10 @@ def launch(run_id: int) -> bool:
     left queued until the sweep gives up on it.
     """
     if settings.AGENTSITE_EXECUTION == "celery":
-        from conversations.tasks import run_agent
-
         try:
-            run_agent.delay(run_id)  # the worker records its task id when it claims the run
+            # By name: the task module (conversations.tasks) is above this one. The worker
+            # records the task id when it claims the run.
+            current_app.send_task(RUN_AGENT_TASK, args=(run_id,))
         except QUEUE_OUTAGES as exc:
             queue_unreachable.failed(exc, doing=f"queueing run {run_id}")
             lifecycle.run_fail_unstarted(run_id, lifecycle.QUEUE_UNREACHABLE)

@@ -31,6 +31,7 @@ from conversations.runs.publisher import (
 )
 from conversations.runs.wording import duration_words
 from core.outages import is_disk_full
+from llms.services import usage_record
 
 logger = logging.getLogger(__name__)
 
@@ -236,8 +237,6 @@ def _close(
         raise RunSwept(run.pk)
     approvals_expire_open(run_id=run.pk)
     if usage and model is not None:
-        from llms.services import usage_record
-
         # The model the run was built with (the conversation may have switched since).
         usage_record(user=run.conversation.owner, model=model, usage=usage)
     if status == Run.Status.CANCELLED:

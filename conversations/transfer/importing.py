@@ -19,6 +19,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from conversations.models import Conversation, Message, Run
+from conversations.services import conversation_create, message_max_chars
 from conversations.transfer.exporting import EXPORT_FORMAT, EXPORT_VERSION
 from conversations.transfer.jsoninput import MAX_DEPTH, UnstorableJSON, loads_storable
 from core.errors import ApplicationError
@@ -137,8 +138,6 @@ class _Plan:
 
 
 def _plan(data: dict[str, Any]) -> _Plan:
-    from conversations.services import message_max_chars
-
     top = _Reader(data, "The file", _TOP_FIELDS, {"format", "version", "messages", "runs"})
     conversation = top.get("conversation", (dict,), {})
     title = conversation.get("title", "")
@@ -281,8 +280,6 @@ def _link_runs(links: Iterable[tuple[int | None, int | None, int]]) -> None:
 def conversation_import(*, owner, raw: bytes) -> Conversation:
     """A new conversation of ``owner`` from an export file: all of it, or nothing (an
     :class:`ApplicationError` saying what is wrong with the file)."""
-    from conversations.services import conversation_create
-
     plan = _plan(_parse(raw))
     now = timezone.now()
     earlier = now - timedelta(seconds=1)

@@ -24,6 +24,7 @@ from django.utils import timezone
 from conversations.models import Conversation, Message, Run, SharedLink
 from conversations.pages.items import OBSERVATION_PREVIEW_CHARS, ToolCard
 from conversations.transfer.exporting import Branch, branch_load, run_cards
+from tools.artifacts import artifacts_for_run
 from tools.markdown import render_markdown
 
 __all__ = [
@@ -205,7 +206,6 @@ class _ArtifactCopier:
         """Indexes (in ``copied``) of the card's artifacts; none unless enabled."""
         if not self.enabled or not card.artifact_names:
             return []
-        from tools.artifacts import artifacts_for_run
 
         rows = artifacts_for_run(run_id).filter(
             tool_name=card.tool_name, name__in=card.artifact_names

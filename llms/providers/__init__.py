@@ -17,14 +17,41 @@ from core.errors import ApplicationError
 
 if TYPE_CHECKING:
     from engine import LLM
-    from llms.models import LLMModel, Provider
 
-__all__ = ["PROVIDER_KINDS", "ProviderBackend", "get_backend", "kind_choices", "register_kind"]
+__all__ = [
+    "PROVIDER_KINDS",
+    "ModelRow",
+    "ProviderBackend",
+    "ProviderRow",
+    "get_backend",
+    "kind_choices",
+    "register_kind",
+]
 
 PROVIDER_KINDS: dict[str, str] = {
     "openai": "llms.providers.openai",
     "local": "llms.providers.local",
 }
+
+
+class ProviderRow(Protocol):
+    """What a backend reads of a :class:`llms.models.Provider` (the models import this
+    package for the kind's choices, so backends name the row by its shape)."""
+
+    base_url: str
+    api_key: str
+    timeout: float
+
+    @property
+    def extra_headers(self) -> dict[str, str]: ...
+
+
+class ModelRow(Protocol):
+    """What a backend reads of a :class:`llms.models.LLMModel`."""
+
+    model_id: str
+    abilities: dict[str, Any] | None
+    max_output_tokens: int | None
 
 
 class ProviderBackend(Protocol):
@@ -33,7 +60,7 @@ class ProviderBackend(Protocol):
     LABEL: str
 
     def build_llm(
-        self, provider: Provider, model: LLMModel, *, max_retries: int | None = None
+        self, provider: ProviderRow, model: ModelRow, *, max_retries: int | None = None
     ) -> LLM: ...
 
 

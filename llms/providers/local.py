@@ -12,14 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engine.llm.base import ChatDelta, ChatResponse, LLMError
 from engine.llm.openai import OpenAICompatibleLLM
 from llms.local_server import LocalModelError, LocalServer, ServerInfo, get_server
-
-if TYPE_CHECKING:
-    from llms.models import LLMModel, Provider
+from llms.providers import ModelRow, ProviderRow
 
 __all__ = ["DEFAULT_MAX_TOKENS", "LABEL", "PLACEHOLDER_BASE_URL", "LocalServerLLM", "build_llm"]
 
@@ -68,7 +66,7 @@ class LocalServerLLM(OpenAICompatibleLLM):
 
 
 def build_llm(
-    provider: Provider, model: LLMModel, *, max_retries: int | None = None
+    provider: ProviderRow, model: ModelRow, *, max_retries: int | None = None
 ) -> LocalServerLLM:
     """No network here: the server starts on the first request."""
     return LocalServerLLM(

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from django.views.decorators.debug import sensitive_variables
 
 from engine.llm.openai import OpenAICompatibleLLM
-
-if TYPE_CHECKING:
-    from llms.models import LLMModel, Provider
+from llms.providers import ModelRow, ProviderRow
 
 LABEL = "OpenAI-compatible"
 DEFAULT_MAX_RETRIES = 3
@@ -17,7 +13,7 @@ DEFAULT_MAX_RETRIES = 3
 
 @sensitive_variables("api_key")
 def build_llm(
-    provider: Provider, model: LLMModel, *, max_retries: int | None = None
+    provider: ProviderRow, model: ModelRow, *, max_retries: int | None = None
 ) -> OpenAICompatibleLLM:
     api_key = provider.api_key or None
     return OpenAICompatibleLLM(

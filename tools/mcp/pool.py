@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from mcp import Client
 
 from engine.loops import PerLoop
-from tools.mcp.client import MCPConnection, MCPConnectionError, MCPEndpoint, mcp_connect
+from tools.mcp.connection import MCPConnection, MCPConnectionError, MCPEndpoint, mcp_connect
 
 __all__ = ["IDLE_TIMEOUT", "MCPSessionPool", "mcp_sessions_close", "session_pool"]
 

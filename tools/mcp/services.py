@@ -105,7 +105,7 @@ def _clean_schema(schema: Any) -> dict[str, Any]:
 def _build_tool(
     server: MCPServer, endpoint: MCPEndpoint, info: dict[str, Any], exposed: str
 ) -> engine.Tool:
-    from tools.mcp.client import mcp_call_tool  # the SDK, only for users with MCP tools
+    from tools.mcp.client import mcp_call_tool  # the SDK is slow to import: on first use
 
     remote_name = str(info["name"])
     server_id = server.pk
@@ -223,7 +223,7 @@ def _record_health(server_id: int, *, error: str, tools: list[MCPToolInfo] | Non
 
 def mcp_server_refresh(server: MCPServer) -> MCPServer:
     """Connect, list the tools, store them and the health on the row (sync)."""
-    from tools.mcp.client import mcp_list_tools
+    from tools.mcp.client import mcp_list_tools  # the SDK is slow to import: on first use
 
     try:
         # A private session: async_to_sync may run this on a throwaway event loop.
@@ -238,7 +238,7 @@ def mcp_server_refresh(server: MCPServer) -> MCPServer:
 
 async def amcp_server_refresh(server: MCPServer) -> MCPServer:
     """:func:`mcp_server_refresh` for async callers (reuses the loop's pooled session)."""
-    from tools.mcp.client import mcp_list_tools
+    from tools.mcp.client import mcp_list_tools  # the SDK is slow to import: on first use
 
     endpoint = await sync_to_async(mcp_endpoint_for)(server)
     try:

@@ -16,6 +16,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from core.errors import ApplicationError
+from llms.local_model import local_model_seed
+from llms.local_server import LocalModelError, find_model_path, llama_cpp_available
 from llms.models import LLMModel
 from llms.services import model_upsert, provider_upsert
 
@@ -91,9 +93,6 @@ class Command(BaseCommand):
 
     def _seed_local(self) -> None:
         """No API key: the bundled offline model, probed (starts its server for a moment)."""
-        from llms.local_model import local_model_seed
-        from llms.local_server import LocalModelError, find_model_path, llama_cpp_available
-
         try:
             find_model_path()
             if not llama_cpp_available():

@@ -217,7 +217,7 @@ def test_retry_is_a_new_answer_beside_the_failed_one(chat, user):
     Run.objects.filter(pk=r1.pk).update(status=Run.Status.FAILED, error="The LLM broke.")
     r1.refresh_from_db()
 
-    retry = services.run_retry(run=r1, user=user)
+    retry = branching.run_retry(run=r1, user=user)
 
     assert retry.trigger_message_id == q1.pk and retry.parent_id == r1.parent_id
     timeline = selectors.conversation_timeline(conversation=chat)
