@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from conversations.api import token_pages
-from tools import markdown_views
+from tools.markdown import views as markdown_views
 
 urlpatterns = [
     path("admin/", admin.site.urls),

@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from percentiles import pct  # noqa: E402
 
 from engine.agent import ReActAgent  # noqa: E402
-from engine.llm.scripted import ScriptedLLM  # noqa: E402
 from engine.tools import ToolRegistry, tool  # noqa: E402
+from testing.scripted_llm import ScriptedLLM  # noqa: E402
 
 TARGET_MS = 0.2
 

@@ -11,7 +11,7 @@ Tokyo, Paris and New York: three parts, each one tool call, none needing another
   accepts; one streamed call answers: 9 LLM calls, 5 on the critical path.
 
 Both run the real :class:`~engine.llm.openai.OpenAICompatibleLLM` over loopback against
-:class:`~engine.llm.scripted_server.ScriptedServer`, whose rules tell the requests apart
+:class:`~testing.scripted_server.ScriptedServer`, whose rules tell the requests apart
 (plan mode: by system prompt and step task, as ``tests/engine/plan/scripts.py`` does; both
 modes: by the tool result a request ends with). Every call waits ``--latency`` seconds
 before its first byte (the response's ``delay``), streamed content (the answers, the
@@ -48,9 +48,9 @@ from engine.agent import ReActAgent  # noqa: E402
 from engine.events import AnswerDelta, StepProgress  # noqa: E402
 from engine.llm.openai import OpenAICompatibleLLM  # noqa: E402
 from engine.llm.registry import ModelRegistry  # noqa: E402
-from engine.llm.scripted_server import ScriptedServer  # noqa: E402
 from engine.plan import PlanAgent, PlanConfig, prompts  # noqa: E402
 from engine.tools import ToolRegistry, tool  # noqa: E402
+from testing.scripted_server import ScriptedServer  # noqa: E402
 
 GOAL = (
     "What are the weather, the exchange rate to the euro and the local time in Tokyo, "

@@ -109,7 +109,7 @@ class Run(models.Model):
     trigger_message = models.ForeignKey(
         Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    # The conversation is a tree of runs (conversations.branches.tree): a run continues the branch
+    # The conversation is a tree of runs (conversations.history.tree): a run continues the branch
     # whose last run is ``parent`` (none: it answers a first question). Runs with the same
     # parent are alternatives: edits of the question (other trigger messages) or
     # regenerated answers (the same trigger message).

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
-from conversations import consumers
+from conversations.live import consumers
 
 websocket_urlpatterns = [
     path("ws/conversations/<id:conversation_id>/", consumers.ConversationConsumer.as_asgi()),

@@ -1,22 +1,16 @@
-"""Read-side queries for conversations. Every query is scoped to its owner."""
+"""Read-side queries for conversations: data, never HTML. Every query that takes a user is
+scoped to its owner; the others take ids the caller already checked."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db.models import Q, QuerySet
 from django.shortcuts import get_object_or_404
 
-from conversations.branches.tree import RunTree, path_filter
-from conversations.history.numbering import last_event_seq, last_event_seq_of
+from conversations.history.numbering import last_event_seq_of
+from conversations.history.tree import RunTree, path_filter
 from conversations.models import Conversation, Message, Run, RunEvent
-from conversations.pages.items import StepItem
-from conversations.pages.rendering import build_run_view, render_run_block
-from conversations.runs.publisher import run_inject_ids
-
-if TYPE_CHECKING:
-    from conversations.pages.rendering import RunView
 
 Entry = tuple[int, int, str, dict[str, Any]]  # (seq, run_id, channel, payload)
 
@@ -35,6 +29,12 @@ def conversation_list(*, user, search: str = "", archived: bool = False) -> Quer
 def conversation_get(*, user, conversation_id: int) -> Conversation:
     """The conversation if ``user`` owns it; 404 otherwise (never reveal others' ids)."""
     return get_object_or_404(Conversation, pk=conversation_id, owner=user)
+
+
+def conversation_owned(*, user_id: int | None, conversation_id: int) -> bool:
+    return (
+        bool(user_id) and Conversation.objects.filter(pk=conversation_id, owner_id=user_id).exists()
+    )
 
 
 def conversation_tree(*, conversation: Conversation) -> RunTree:
@@ -61,6 +61,16 @@ def events_after(
     return list(rows.order_by("seq").values_list("seq", "run_id", "channel", "payload"))
 
 
+def runs_with_events_after(conversation_id: int, after_seq: int) -> tuple[list[int], int]:
+    """The runs with logged events numbered after ``after_seq`` (in the order of their first
+    such event), and the last number; without reading the payloads."""
+    rows = RunEvent.objects.filter(conversation_id=conversation_id, seq__gt=after_seq)
+    numbered = list(rows.order_by("seq").values_list("seq", "run_id"))
+    if not numbered:
+        return [], after_seq
+    return list(dict.fromkeys(run_id for _seq, run_id in numbered)), numbered[-1][0]
+
+
 def message_get(*, user, message_id: int):
     return get_object_or_404(Message, pk=message_id, conversation__owner=user)
 
@@ -69,150 +79,10 @@ def run_get(*, user, run_id: int):
     return get_object_or_404(Run, pk=run_id, conversation__owner=user)
 
 
-def conversation_timeline(*, conversation: Conversation, fresh_run_id: int | None = None) -> dict:
-    """Everything the chat page shows of the branch the user is on, in order, with each
-    run's rendered state and the alternatives at each fork.
-
-    Finished runs replay only their non-answer events (the answer is the saved message);
-    an active run also replays its answer deltas. A run just launched by the request
-    (``fresh_run_id``) starts empty: the page applies its frames as they arrive, as it
-    does for a run started from the composer.
-    """
-    # The page shows the log up to here; its websocket catches up from here.
-    last_seq = last_event_seq(conversation.pk)
-    tree = RunTree.load(conversation.pk)
-    path = tree.selected_path()
-    path_ids = [node.run_id for node in path]
-    messages = path_filter(tree, path, conversation.messages.all())
-    runs = list(
-        Run.objects.filter(pk__in=path_ids).select_related("model").order_by("created_at", "id")
+def run_inject_ids(run_id: int) -> list[int]:
+    """Delivered follow-ups of a run, in delivery order (matches its inject events)."""
+    return list(
+        Message.objects.filter(run_id=run_id, kind=Message.Kind.INJECT, delivered_at__isnull=False)
+        .order_by("delivered_at", "seq")
+        .values_list("pk", flat=True)
     )
-    events_by_run: dict[int, list] = {run.pk: [] for run in runs}
-    active_ids = {run.pk for run in runs if run.is_active}
-    logged = [pk for pk in path_ids if not (pk == fresh_run_id and pk in active_ids)]
-    rows = RunEvent.objects.filter(conversation=conversation, seq__lte=last_seq, run_id__in=logged)
-    rows = rows.filter(Q(run_id__in=active_ids) | ~Q(channel="answer")).order_by("seq")
-    for seq, run_id, channel, payload in rows.values_list("seq", "run_id", "channel", "payload"):
-        events_by_run.setdefault(run_id, []).append((seq, channel, payload))
-    answers = {m.run_id: m for m in messages if m.role == Message.Role.ASSISTANT and m.run_id}
-    by_run: dict[int, list[Message]] = {}
-    for message in messages:
-        if message.run_id:
-            by_run.setdefault(message.run_id, []).append(message)
-    items: list[dict] = []
-    runs_by_trigger = {run.trigger_message_id: run for run in runs}
-    placed: set[int] = set()
-    for message in messages:
-        run = runs_by_trigger.get(message.pk)
-        if message.role == Message.Role.USER and message.kind == Message.Kind.CHAT:
-            question = tree.question_siblings(run.pk) if run is not None else None
-            items.append({"kind": "message", "message": message, "question": question})
-        if run is not None:
-            item = _run_item(run, events_by_run, answers, by_run.get(run.pk, []))
-            item["answers"] = tree.answer_siblings(run.pk)
-            items.append(item)
-            placed.add(run.pk)
-    for run in runs:  # runs whose trigger message is gone
-        if run.pk not in placed:
-            items.append(_run_item(run, events_by_run, answers, by_run.get(run.pk, [])))
-    active = next((run for run in reversed(runs) if run.status in Run.ACTIVE_STATUSES), None)
-    return {"items": items, "last_seq": last_seq, "active_run": active}
-
-
-def _run_item(
-    run: Run, events_by_run: dict, answers: dict[int, Message], run_messages: list[Message]
-) -> dict:
-    """A run of the timeline, from what the page already read (no query per run)."""
-    events = sorted(events_by_run.get(run.pk, []), key=lambda e: e[0])
-    # Delivered follow-ups in delivery order, as runs.publisher.run_inject_ids reads them.
-    delivered = sorted(
-        (m for m in run_messages if m.kind == Message.Kind.INJECT and m.delivered_at),
-        key=lambda m: (m.delivered_at, m.seq),
-    )
-    view = build_run_view(run.pk, events, [m.pk for m in delivered])
-    answer = answers.get(run.pk)
-    if answer is not None:
-        view.answer_text = answer.content
-        view.assistant_message = answer
-    if not run.is_active and not view.finished:
-        # Finished without a terminal event (e.g. refused by quota before starting).
-        if run.status == run.Status.SUCCEEDED:
-            view.done = {
-                "iterations": run.iterations,
-                "usage": run.usage,
-                "elapsed": run.elapsed or 0,
-            }
-        else:
-            view.error = {"message": run.error or run.get_status_display(), "status": run.status}
-    pending = _pending_injects(view, run_messages, run.is_active)
-    return {"kind": "run", "run": run, "view": view, "pending_injects": pending}
-
-
-def _pending_injects(
-    view: RunView, messages: Iterable[Message], run_active: bool
-) -> list[_PendingInject]:
-    """The run's follow-ups its agent has not taken in (no inject event yet), oldest
-    first: not delivered to the run yet, or delivered (the run's wake-up marks them at
-    once) and waiting for the agent's current step to end. A finished run's delivered
-    follow-up without an event (an imported conversation keeps no events) shows as
-    delivered: no step is left to read it."""
-    taken_in = set(view.taken_in_ids)
-    return [
-        _PendingInject(m, delivered=not run_active and m.delivered_at is not None)
-        for m in messages
-        if m.kind == Message.Kind.INJECT and m.pk not in taken_in
-    ]
-
-
-class _PendingInject:
-    """Adapter so the template renders a follow-up without an event like an inject item."""
-
-    def __init__(self, message, delivered: bool) -> None:
-        self.as_inject_item = StepItem(
-            kind="inject", text=message.content, dom_id=f"inject-{message.pk}",
-            extra={"delivered": delivered},
-        )  # fmt: skip
-
-
-def socket_catch_up(
-    *, user_id: int | None, conversation_id: int, after_seq: int
-) -> tuple[list[str], int, bool] | None:
-    """A websocket's connect: None unless ``user_id`` owns the conversation, else
-    :func:`catch_up_frames` and whether a run of the conversation is active (its last
-    events may be sent but not yet written)."""
-    if (
-        not user_id
-        or not Conversation.objects.filter(pk=conversation_id, owner_id=user_id).exists()
-    ):
-        return None
-    frames, last_seq = catch_up_frames(conversation_id=conversation_id, after_seq=after_seq)
-    active = Run.objects.filter(
-        conversation_id=conversation_id, status__in=Run.ACTIVE_STATUSES
-    ).exists()
-    return frames, last_seq, active
-
-
-def catch_up_frames(*, conversation_id: int, after_seq: int) -> tuple[list[str], int]:
-    """Frames re-rendering every run with events after ``after_seq``; and the seq reached."""
-    newer = events_after(conversation_id, after_seq)
-    if not newer:
-        return [], after_seq
-    last_seq = newer[-1][0]
-    frames = []
-    for run_id in dict.fromkeys(entry[1] for entry in newer):
-        run = Run.objects.get(pk=run_id)
-        events = [(s, c, p) for s, _r, c, p in events_after(conversation_id, 0, run_id=run_id)]
-        view = build_run_view(run_id, events, run_inject_ids(run_id))
-        answer = run.messages.filter(role=Message.Role.ASSISTANT).order_by("-seq").first()
-        if answer is not None:
-            view.answer_text = answer.content
-            view.assistant_message = answer
-        # The block replaces the page's: follow-ups not yet taken in must stay in it.
-        pending = _pending_injects(
-            view, run.messages.filter(kind=Message.Kind.INJECT).order_by("seq"), run.is_active
-        )
-        frames.append(render_run_block(view, run, pending_injects=pending, oob=True))
-        # Fills the slot after this run (with the next run's block, if any, coming next).
-        if leftovers := view.followup_frame():
-            frames.append(leftovers)
-    return frames, last_seq

@@ -13,8 +13,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from conversations.branches.tree import RunTree
 from conversations.history.numbering import next_message_seq
+from conversations.history.tree import RunTree
 from conversations.models import AgentMode, Conversation, Message, Run, RunEvent, ToolApproval
 from conversations.runs import control, launcher, lifecycle
 from conversations.runs.publisher import publish_events_sync
@@ -31,7 +31,7 @@ TITLE_MAX_CHARS = 60
 
 
 def message_max_chars() -> int:
-    return int(getattr(settings, "AGENTSITE_MESSAGE_MAX_CHARS", 100_000))
+    return int(settings.AGENTSITE_MESSAGE_MAX_CHARS)
 
 
 def message_content_clean(content: str | None) -> str:

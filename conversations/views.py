@@ -15,8 +15,9 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from conversations import selectors, services
-from conversations.branches.tree import Siblings
+from conversations.history.tree import Siblings
 from conversations.models import AgentMode
+from conversations.pages import timeline as page_timeline
 from conversations.pages.rendering import RunView, StepItem, render_run_block
 from conversations.pages.sidebar import sidebar_page
 from conversations.runs import lifecycle
@@ -78,10 +79,10 @@ def conversation_rows(request: HttpRequest) -> HttpResponse:
 def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpResponse:
     conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
     lifecycle.run_sweep_stale(conversation=conversation)
-    timeline = selectors.conversation_timeline(conversation=conversation)
+    chat = page_timeline.conversation_timeline(conversation=conversation)
     context = {
         "conversation": conversation,
-        "timeline": timeline,
+        "timeline": chat,
         "models": models_for_user(user=request.user),
         "modes": AgentMode.choices,
         "current_id": conversation.pk,  # highlighted in the sidebar

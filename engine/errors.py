@@ -43,7 +43,7 @@ class UnknownToolError(EngineError):
 
 
 class ScriptExhaustedError(EngineError, AssertionError):
-    """A :class:`~engine.llm.scripted.ScriptedLLM` got more requests than scripted."""
+    """A :class:`~testing.scripted_llm.ScriptedLLM` got more requests than scripted."""
 
 
 class ErrorTracker:

@@ -17,6 +17,31 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Lowest first: a package may import the packages before it, never one after it.
 LAYERS = ("engine", "core", "llms", "tools", "conversations", "agentsite")
+# The rooms of conversations/, lowest first (docs/architecture.md says what each holds).
+# pages sits below runs while the worker renders a run's frames (runs/publisher.py).
+CONVERSATION_ROOMS = (
+    "models",
+    "accounts",
+    "history",
+    "selectors",
+    "pages",
+    "runs",
+    "services",
+    "starting",
+    "transfer",
+    "http",
+    "branches",
+    "live",
+    "views",
+    "api",
+    "urls",
+    "routing",
+    "tasks",
+    "admin",
+    "apps",
+    "management",
+    "templatetags",
+)
 # Test support: the test suite and benchmarks import it, production never does.
 TEST_SUPPORT = ("tests", "testing")
 
@@ -105,6 +130,28 @@ def test_each_package_imports_only_the_layers_below_it() -> None:
         f"{imp.module}:{imp.line} imports {imp.target}"
         for imp in IMPORTS
         if rank[package_of(imp.target)] > rank[package_of(imp.module)]
+    ]
+    assert upward == []
+
+
+def room_of(module: str) -> str:
+    return module.split(".")[1]
+
+
+def test_every_room_of_conversations_has_a_place() -> None:
+    rooms = {room_of(m) for m in MODULES if package_of(m) == "conversations" and "." in m}
+    assert rooms - set(CONVERSATION_ROOMS) == set()
+
+
+def test_rooms_of_conversations_import_only_rooms_below() -> None:
+    rank = {room: n for n, room in enumerate(CONVERSATION_ROOMS)}
+    upward = [
+        f"{imp.module}:{imp.line} imports {imp.target}"
+        for imp in IMPORTS
+        if package_of(imp.module) == package_of(imp.target) == "conversations"
+        and "." in imp.module
+        and "." in imp.target
+        and rank.get(room_of(imp.target), 0) > rank.get(room_of(imp.module), 0)
     ]
     assert upward == []
 

@@ -31,8 +31,6 @@ from tools.models import Artifact
 from tools.registry import ToolContext
 
 __all__ = [
-    "ARTIFACT_CONVERSATION_MAX_BYTES",
-    "ARTIFACT_MAX_BYTES",
     "artifact_file_limit",
     "artifact_persist_results",
     "artifact_read_text",
@@ -43,18 +41,13 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-ARTIFACT_MAX_BYTES = 10 * 1024 * 1024
-ARTIFACT_CONVERSATION_MAX_BYTES = 50 * 1024 * 1024
-
 
 def artifact_file_limit() -> int:
-    return int(getattr(settings, "ARTIFACT_MAX_BYTES", ARTIFACT_MAX_BYTES))
+    return int(settings.ARTIFACT_MAX_BYTES)
 
 
 def _conversation_limit() -> int:
-    return int(
-        getattr(settings, "ARTIFACT_CONVERSATION_MAX_BYTES", ARTIFACT_CONVERSATION_MAX_BYTES)
-    )
+    return int(settings.ARTIFACT_CONVERSATION_MAX_BYTES)
 
 
 def _artifact_bytes(artifact: engine.Artifact, limit: int) -> bytes:

@@ -9,9 +9,9 @@ from django.urls import reverse
 from django.utils.http import content_disposition_header
 
 from conversations import selectors
-from conversations.api.auth import api_view
-from conversations.api.body import read_body, read_json_object
 from conversations.api.views import conversation_detail_out
+from conversations.http.auth import api_view
+from conversations.http.body import read_body, read_json_object
 from conversations.models import SharedLink
 from conversations.transfer import exporting, importing, sharing
 from core.errors import ApplicationError

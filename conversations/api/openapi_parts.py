@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conversations.api.params import DB_ID_MAX
+from conversations.http.params import DB_ID_MAX
 
 __all__ = ["error_response", "id_param", "json_body", "json_response", "ref"]
 

@@ -7,7 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from conversations.api import tokens
+from conversations.http import tokens
 from core.crypto import decrypt, encrypt
 from core.errors import ApplicationError
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
-from conversations.api import export_views, schema, sse, views
+from conversations.api import export_views, schema, views
+from conversations.live import sse
 
 urlpatterns = [
     path("conversations", views.conversation_list_create, name="api_conversations"),

@@ -1,6 +1,6 @@
-"""The JSON API (DESIGN.md section 3); the event stream is in :mod:`conversations.api.sse`.
+"""The JSON API (DESIGN.md section 3); the event stream is in :mod:`conversations.live.sse`.
 
-Views are thin: :func:`conversations.api.auth.api_view` authenticates, rate limits and
+Views are thin: :func:`conversations.http.auth.api_view` authenticates, rate limits and
 turns ``ApplicationError``/``Http404`` into JSON; the work is done by the same services
 and selectors as the HTMX views, so the API and the browser cannot drift apart.
 """
@@ -14,12 +14,12 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 
 from conversations import selectors, services
-from conversations.api.auth import api_view, json_error
-from conversations.api.body import read_json_object
-from conversations.api.params import DB_ID_MAX, whole_number
 from conversations.branches import branching, resuming
-from conversations.branches.tree import RunTree
 from conversations.history.numbering import last_event_seq
+from conversations.history.tree import RunTree
+from conversations.http.auth import api_view, json_error
+from conversations.http.body import read_json_object
+from conversations.http.params import DB_ID_MAX, whole_number
 from conversations.models import CompactionSummary, Conversation, Message, Run
 from conversations.transfer.exporting import message_fields
 from core.errors import ApplicationError
@@ -35,7 +35,7 @@ LIST_OFFSET_MAX = DB_ID_MAX - LIST_LIMIT_MAX  # the page's end must fit a 64-bit
 
 
 def _json_body(request: HttpRequest) -> dict[str, Any]:
-    """The request's JSON object (:mod:`conversations.api.body`: 413, or 400 if bad)."""
+    """The request's JSON object (:mod:`conversations.http.body`: 413, or 400 if bad)."""
     return read_json_object(request)
 
 

@@ -1,5 +1,5 @@
 """Edit, regenerate and switch branches of a conversation (a tree of runs, see
-:mod:`conversations.branches.tree`).
+:mod:`conversations.history.tree`).
 
 Branch operations wait for the conversation's active run to end (the user stops it or
 lets it finish): a run answers the branch it started on, and a follow-up sent meanwhile
@@ -11,8 +11,8 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from conversations.branches.traces import mark_resuming
-from conversations.branches.tree import RunTree
+from conversations.history.traces import mark_resuming
+from conversations.history.tree import RunTree
 from conversations.models import Conversation, Message, Run
 from conversations.services import (
     active_run,

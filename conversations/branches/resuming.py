@@ -3,7 +3,7 @@ does, with an optional note, and a new run goes on from where it stopped.
 
 The new run is the paused run's child in the tree of runs (its continuation), its
 question is the note (saved as a user message before anything else, like every message),
-and it goes on from the paused run's trace (:mod:`conversations.branches.traces`).
+and it goes on from the paused run's trace (:mod:`conversations.history.traces`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from conversations.branches.branching import lock, refuse_over_quota, refuse_while_busy
-from conversations.branches.traces import mark_resuming
+from conversations.history.traces import mark_resuming
 from conversations.models import AgentMode, Message, Run
 from conversations.services import message_create, message_max_chars, run_start
 from core.errors import ApplicationError

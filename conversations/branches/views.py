@@ -13,8 +13,9 @@ from django_htmx.http import reswap
 
 from conversations import selectors
 from conversations.branches import branching, resuming
-from conversations.branches.tree import RunTree
+from conversations.history.tree import RunTree
 from conversations.models import Conversation, Message
+from conversations.pages import timeline as page_timeline
 from core.errors import ApplicationError
 from llms.selectors import models_for_user
 
@@ -22,8 +23,8 @@ PARTIALS = "conversations/partials.html"
 
 
 def _timeline(request: HttpRequest, conversation: Conversation, fresh_run_id=None) -> HttpResponse:
-    timeline = selectors.conversation_timeline(conversation=conversation, fresh_run_id=fresh_run_id)
-    html = render_to_string(f"{PARTIALS}#timeline", {"timeline": timeline}, request)
+    chat = page_timeline.conversation_timeline(conversation=conversation, fresh_run_id=fresh_run_id)
+    html = render_to_string(f"{PARTIALS}#timeline", {"timeline": chat}, request)
     html += render_to_string(f"{PARTIALS}#form-error", {"error": ""}, request)
     return HttpResponse(html)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from conversations.branches.tree import RunTree, path_filter
+from conversations.history.tree import RunTree, path_filter
 from conversations.models import CompactionSummary, Message, Run
 from engine import ChatMessage, ContextGuard, estimate_messages_tokens, model_budget
 

@@ -23,7 +23,7 @@ from conversations.pages.items import (
     partial,
 )
 from conversations.pages.plan_view import PlanTracker
-from tools.markdown import render_markdown
+from tools.markdown.render import render_markdown
 
 _CONTENT_SLOT = "\x00content\x00"  # survives HTML escaping unchanged
 

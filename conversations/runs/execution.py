@@ -17,8 +17,7 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 
-from conversations.branches import traces
-from conversations.history import compaction
+from conversations.history import compaction, traces
 from conversations.models import Message, Run
 from conversations.runs import lifecycle
 from conversations.runs.agents import RunModels, agent_for, agent_run, run_models, trace_to_keep
@@ -35,7 +34,7 @@ from engine.events import AgentEvent, Compact, Done, ErrorEvent, Inject
 from engine.llm.base import plain_message
 from llms.selectors import default_model_for_user, model_get_for_user
 from llms.services import build_llm
-from tools.markdown import render_markdown
+from tools.markdown.render import render_markdown
 from tools.registry import ToolContext
 from tools.services import tool_rows_for_user, tools_for_user
 

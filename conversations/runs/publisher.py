@@ -9,7 +9,7 @@ drops live frames it already read (by number). Each frame also names the number 
 conversation's event before it (``prev``; numbers have gaps, see
 :mod:`conversations.history.numbering`): a frame whose ``prev`` is past what the reader read means
 events were sent before it joined and not yet written, and it waits for them to reach the
-log (:func:`conversations.history.eventlog.read_through`).
+log (:func:`conversations.live.eventlog.read_through`).
 
 Text deltas (the answer's, a step's thought) are coalesced: a run has at most one delta
 frame being sent; the deltas that arrive meanwhile go out together in the next one, at
@@ -35,11 +35,12 @@ from conversations.history.numbering import (
     release_event_numbers,
     reserve_event_numbers,
 )
-from conversations.models import Conversation, Message, Run, RunEvent
+from conversations.models import Conversation, Run, RunEvent
 from conversations.pages.rendering import RunView, build_run_view
 from conversations.runs import loops
 from conversations.runs.db import DATABASE_OUTAGES, db, log_db, patiently
 from conversations.runs.pacing import pacer
+from conversations.selectors import run_inject_ids
 from core.episodes import OutageLog
 from engine.events import AgentEvent, AnswerDelta, ErrorEvent, IterationDone, ThoughtDelta
 from engine.loops import PerLoop
@@ -404,12 +405,3 @@ def publish_interrupted(*, run_id: int, view: RunView, after: Sequence[AgentEven
     ]
     events.append(ErrorEvent(run.error or "The run was interrupted.", "failed", view.answer_text))
     publish_events_sync(run=run, events=[*events, *after])
-
-
-def run_inject_ids(run_id: int) -> list[int]:
-    """Delivered follow-ups of a run, in delivery order (matches its inject events)."""
-    return list(
-        Message.objects.filter(run_id=run_id, kind=Message.Kind.INJECT, delivered_at__isnull=False)
-        .order_by("delivered_at", "seq")
-        .values_list("pk", flat=True)
-    )

@@ -58,7 +58,7 @@ def branch_load(conversation: Conversation) -> Branch:
     messages = selectors.branch_messages(conversation=conversation, tree=tree)
     runs_by_id = conversation.runs.select_related("model").in_bulk([n.run_id for n in path])
     seq_of = {m.pk: m.seq for m in messages}
-    # As conversations.branches.tree.path_filter decides, but remembering which node asked.
+    # As conversations.history.tree.path_filter decides, but remembering which node asked.
     wanted: dict[int, list[tuple[str, int, int]]] = {}
     for node in path:
         trigger_seq = seq_of.get(node.trigger_id, 0) if node.trigger_id else 0

@@ -25,7 +25,7 @@ from conversations.models import Conversation, Message, Run, SharedLink
 from conversations.pages.items import OBSERVATION_PREVIEW_CHARS, ToolCard
 from conversations.transfer.exporting import Branch, branch_load, run_cards
 from tools.artifacts import artifacts_for_run
-from tools.markdown import render_markdown
+from tools.markdown.render import render_markdown
 
 __all__ = [
     "SNAPSHOT_VERSION",
@@ -42,10 +42,6 @@ __all__ = [
 
 SNAPSHOT_VERSION = 1
 OBSERVATION_MAX_CHARS = 20_000
-# Artifacts are copied into the row: a shared link holds at most this much of them
-# (settings AGENTSITE_SHARE_ARTIFACT_MAX_BYTES and AGENTSITE_SHARE_ARTIFACTS_MAX_BYTES).
-ARTIFACT_MAX_BYTES = 1024 * 1024
-ARTIFACTS_TOTAL_MAX_BYTES = 5 * 1024 * 1024
 INLINE_MARKDOWN_BYTES = 512 * 1024
 
 _ENDINGS = {
@@ -195,12 +191,9 @@ class _ArtifactCopier:
         self.enabled = enabled
         self.copied: list[dict[str, Any]] = []
         self.total = 0
-        self.each_max = int(
-            getattr(settings, "AGENTSITE_SHARE_ARTIFACT_MAX_BYTES", ARTIFACT_MAX_BYTES)
-        )
-        self.total_max = int(
-            getattr(settings, "AGENTSITE_SHARE_ARTIFACTS_MAX_BYTES", ARTIFACTS_TOTAL_MAX_BYTES)
-        )
+        # Artifacts are copied into the row: a shared link holds at most this much of them.
+        self.each_max = int(settings.AGENTSITE_SHARE_ARTIFACT_MAX_BYTES)
+        self.total_max = int(settings.AGENTSITE_SHARE_ARTIFACTS_MAX_BYTES)
 
     def copy(self, run_id: int, card: ToolCard) -> list[int]:
         """Indexes (in ``copied``) of the card's artifacts; none unless enabled."""

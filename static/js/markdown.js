@@ -1,6 +1,6 @@
 // Answers as sanitised markdown, while they stream and once they are final (issue 29).
 //
-// One pipeline for both: markdown-it (configured as tools/markdown.py configures
+// One pipeline for both: markdown-it (configured as tools/markdown/render.py configures
 // markdown-it-py, so the server's final HTML is what this file showed) -> DOMPurify (the
 // allow-list of the server's nh3) -> enhance (highlight.js, KaTeX, mermaid, copy buttons).
 //
@@ -16,7 +16,7 @@
 //
 // The CSP allows no inline style: KaTeX builds its DOM with the CSSOM (allowed), and
 // mermaid, which needs <style> elements, draws in a sandboxed frame with its own policy
-// (tools/markdown_views.py); its SVG comes back as an <img> (img-src data:).
+// (tools/markdown/views.py); its SVG comes back as an <img> (img-src data:).
 (function () {
   "use strict";
   // The whole page, not #messages: switching conversation swaps in a new #messages (htmx).
@@ -55,7 +55,7 @@
   };
 
   // Only data: and same-origin images load; a remote one becomes a link
-  // (tools/markdown_images.py: is_local_image and render_image).
+  // (tools/markdown/images.py: is_local_image and render_image).
   const DATA_IMAGE = /^data:image\/(?:gif|png|jpeg|webp)[;,]/i;
   const AMBIGUOUS = /[\\\x00-\x1f\x7f]/; // "/\evil" and "/\t/evil" are another host
   function isLocalImage(url) {
@@ -78,7 +78,7 @@
 
   // ------------------------------------------------------------------ the sanitiser
 
-  // tools/markdown.py's nh3 allow-list (less the Pygments classes answers never have).
+  // tools/markdown/render.py's nh3 allow-list (less the Pygments classes answers never have).
   const MATH = ["math", "inline", "display", "block"];
   const ATTRIBUTES = {
     a: ["href", "title", "target", "class"],

@@ -1,5 +1,5 @@
 // Draws mermaid diagrams for the chat page that frames this document (markdown.js), in a
-// sandbox whose policy allows the inline styles mermaid needs (tools/markdown_views.py).
+// sandbox whose policy allows the inline styles mermaid needs (tools/markdown/views.py).
 // The page posts {id, source}; the answer is {id, src: an SVG data: URL, width, height}
 // or {id, error}. One diagram at a time, in the order asked.
 (function () {

@@ -8,6 +8,7 @@ from django.test.utils import CaptureQueriesContext
 
 from conversations import selectors, services
 from conversations.models import Conversation, Message, Run
+from conversations.pages import timeline
 from conversations.runs import lifecycle
 from core.errors import ApplicationError
 
@@ -238,6 +239,6 @@ def test_a_stop_before_the_start_shows_its_follow_ups_as_ordinary_messages(
         "unanswered",
         {"messages": [{"id": followup.pk, "content": "and this", "pinned": False}]},
     )
-    frames, _seq = selectors.catch_up_frames(conversation_id=conversation.pk, after_seq=0)
+    frames, _seq = timeline.catch_up_frames(conversation_id=conversation.pk, after_seq=0)
     assert f'id="msg-{followup.pk}"' in frames[-1]
     assert f'id="inject-{followup.pk}" hx-swap-oob="delete"' in frames[-1]

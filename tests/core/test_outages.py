@@ -8,7 +8,7 @@ from django.db import OperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from conversations import services
-from conversations.api.tokens import token_create
+from conversations.http.tokens import token_create
 from conversations.models import Message
 
 pytestmark = pytest.mark.django_db
@@ -59,7 +59,7 @@ def test_the_api_answers_503_json_during_an_outage(client, user, conversation, m
 
 
 def test_a_page_load_during_an_outage_is_a_short_503_page(user_client, conversation, monkeypatch):
-    monkeypatch.setattr("conversations.selectors.conversation_timeline", database_down)
+    monkeypatch.setattr("conversations.pages.timeline.conversation_timeline", database_down)
 
     response = user_client.get(f"/c/{conversation.pk}/")
 

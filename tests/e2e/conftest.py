@@ -1,7 +1,7 @@
 """Fixtures for the browser tests: a real daphne, the scripted LLM server and Chromium.
 
 Everything runs as it does in production, in separate processes: the scripted
-OpenAI-compatible server (``engine.llm.scripted_server``) answers the app's LLM calls,
+OpenAI-compatible server (``testing.scripted_server``) answers the app's LLM calls,
 a ``daphne`` subprocess serves the app in embedded mode from a temporary var dir, and
 Debian's ``chromium`` binary is driven by Playwright's sync API. Process logs, console
 logs and screenshots go to ``test-artifacts/e2e/``.
@@ -177,7 +177,7 @@ class ScriptedLLM:
     ) -> None:
         """Forget everything, then answer the next chat requests with ``responses``, and
         every one after them with ``default`` (when given); ``rules`` answer the requests
-        they match first (engine/llm/scripted_server.py)."""
+        they match first (testing/scripted_server.py)."""
         body: dict[str, Any] = {"reset": True, "responses": list(responses)}
         if default is not None:
             body["default"] = default
@@ -200,7 +200,7 @@ def scripted_server(artifacts: Path, server_env: dict[str, str]) -> Iterator[Scr
     log = artifacts / "scripted-server.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "engine.llm.scripted_server", "--port", "0"],
+            [sys.executable, "-m", "testing.scripted_server", "--port", "0"],
             cwd=ROOT,
             env=server_env,
             stdout=out,

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from engine.llm.scripted_server import ScriptedServer
+from testing.scripted_server import ScriptedServer
 
 
 @pytest.fixture

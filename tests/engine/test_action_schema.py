@@ -10,8 +10,8 @@ import pytest
 
 from engine.actions import ACTION_REASONING_MAX_CHARS, action_schema
 from engine.agent import ReActAgent
-from engine.llm.scripted import ScriptedLLM
 from engine.tools import ToolRegistry, tool
+from testing.scripted_llm import ScriptedLLM
 
 LLAMACPP = {"json_mode": True, "json_schema": True, "json_schema_dialect": "llamacpp"}
 

@@ -13,9 +13,9 @@ from engine.agent import ReActAgent
 from engine.errors import AgentPaused, EngineError, ErrorTracker
 from engine.events import AgentEvent, AnswerDelta, AnswerSignal, ThinkingStart
 from engine.llm.base import AuthenticationError, ContextOverflowError, UnavailableError
-from engine.llm.scripted import ScriptedLLM
 from engine.messages import ChatMessage
 from engine.tools import Tool, ToolRegistry
+from testing.scripted_llm import ScriptedLLM
 
 OBJECT = {"type": "object"}
 

@@ -11,9 +11,9 @@ from engine import prompts
 from engine.actions import parse_action
 from engine.agent import ReActAgent
 from engine.events import ThinkingDone
-from engine.llm.scripted import ScriptedLLM
 from engine.messages import ChatMessage
 from engine.tools import Artifact, Tool, ToolRegistry, ToolResult, tool
+from testing.scripted_llm import ScriptedLLM
 
 
 @tool()

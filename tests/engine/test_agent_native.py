@@ -8,8 +8,8 @@ from typing import Any
 
 from engine.agent import ReActAgent
 from engine.events import IterationDone, IterationStart, ThinkingDone
-from engine.llm.scripted import ScriptedLLM
 from engine.tools import Tool, ToolRegistry, ToolResult, tool
+from testing.scripted_llm import ScriptedLLM
 
 OBJECT = {"type": "object"}
 
@@ -274,7 +274,7 @@ async def test_reasoning_content_and_missing_ids() -> None:
 
 def _without_ids(item: dict[str, Any]) -> Any:
     """A reply whose tool calls all carry the same empty id, as some servers send."""
-    from engine.llm.scripted import to_response
+    from testing.scripted_llm import to_response
 
     response = to_response(item)
     response.tool_calls = [type(c)("", c.name, c.arguments) for c in response.tool_calls]

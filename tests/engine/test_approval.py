@@ -13,8 +13,8 @@ from engine.answer import CANCELLED
 from engine.approval import APPROVED, DENIED, EXPIRED, ApprovalRequest, call_binding
 from engine.cancel import CancelToken
 from engine.events import AgentEvent, Approval, IterationDone
-from engine.llm.scripted import ScriptedLLM
 from engine.tools import Tool, ToolRegistry
+from testing.scripted_llm import ScriptedLLM
 
 OBJECT = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
 ran: list[dict[str, Any]] = []

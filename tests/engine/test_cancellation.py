@@ -9,9 +9,9 @@ from typing import Any
 from engine.agent import AgentResult, ReActAgent
 from engine.cancel import CancelToken
 from engine.events import AgentEvent, AnswerDelta, AnswerDone, Done, IterationDone
-from engine.llm.scripted import ScriptedLLM
 from engine.messages import ChatMessage, Usage
 from engine.tools import Tool, ToolRegistry
+from testing.scripted_llm import ScriptedLLM
 
 OBJECT = {"type": "object"}
 

@@ -10,9 +10,9 @@ from engine import prompts
 from engine.agent import ReActAgent
 from engine.events import AgentEvent, AnswerDelta, AnswerReset, Inject
 from engine.interrupts import InterruptQueue
-from engine.llm.scripted import ScriptedLLM
 from engine.messages import ChatMessage
 from engine.tools import Tool, ToolRegistry
+from testing.scripted_llm import ScriptedLLM
 
 OBJECT = {"type": "object"}
 

@@ -29,8 +29,8 @@ from engine.llm.openai import (
     map_http_error,
     parse_retry_after,
 )
-from engine.llm.scripted_server import ScriptedServer
 from engine.messages import ChatMessage, ToolCall
+from testing.scripted_server import ScriptedServer
 
 USER = [ChatMessage("user", "What is the weather?")]
 TOOLS = [

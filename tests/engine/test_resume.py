@@ -14,8 +14,8 @@ import pytest
 
 from engine import ChatMessage, ContextGuard, OpenAICompatibleLLM, ReActAgent, ToolCall, prompts
 from engine.context import estimate_messages_tokens
-from engine.llm.scripted_server import ScriptedServer
 from engine.tools import Tool, ToolRegistry
+from testing.scripted_server import ScriptedServer
 
 OBJECT = {"type": "object"}
 QUESTION = "Count the rows of the orders table."

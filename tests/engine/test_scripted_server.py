@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engine.llm.scripted_server import ScriptedServer, render_chunks
+from testing.scripted_server import ScriptedServer, render_chunks
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -264,7 +264,7 @@ def test_delay_is_cut_short_when_the_client_disconnects(scripted_server):
 def test_runs_as_a_module(tmp_path):
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"responses": ["from the file"], "default": "again"}))
-    command = [sys.executable, "-m", "engine.llm.scripted_server", "--script", str(script)]
+    command = [sys.executable, "-m", "testing.scripted_server", "--script", str(script)]
     with subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True) as process:
         try:
             assert process.stdout is not None

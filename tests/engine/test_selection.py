@@ -10,7 +10,6 @@ import pytest
 from engine.agent import ReActAgent
 from engine.events import AgentEvent, Phase
 from engine.llm.base import UnavailableError
-from engine.llm.scripted import ScriptedLLM
 from engine.selection import (
     TOOL_SELECTION_MAX,
     TOOL_SELECTION_THRESHOLD,
@@ -19,6 +18,7 @@ from engine.selection import (
     select_tools,
 )
 from engine.tools import Tool, ToolRegistry
+from testing.scripted_llm import ScriptedLLM
 
 OBJECT = {"type": "object"}
 

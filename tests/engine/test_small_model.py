@@ -9,8 +9,8 @@ from typing import Any
 from engine.agent import ReActAgent
 from engine.events import AnswerDelta
 from engine.interrupts import InterruptQueue
-from engine.llm.scripted import ScriptedLLM
 from engine.tools import Tool, ToolExample, ToolRegistry, ToolResult
+from testing.scripted_llm import ScriptedLLM
 
 LLAMACPP = {"json_mode": True, "json_schema": True, "json_schema_dialect": "llamacpp"}
 

@@ -13,9 +13,9 @@ from engine.answer import REWRITE_FAILED
 from engine.errors import ScriptExhaustedError
 from engine.events import AgentEvent, AnswerDelta, AnswerDone, AnswerStart, Done, ThinkingDone
 from engine.llm.base import ChatDelta, UnavailableError
-from engine.llm.scripted import ScriptedLLM, split_chunks
 from engine.messages import ChatMessage, Usage
 from engine.tools import Tool, ToolRegistry
+from testing.scripted_llm import ScriptedLLM, split_chunks
 
 OBJECT = {"type": "object"}
 

@@ -22,9 +22,9 @@ from engine.events import (
 )
 from engine.interrupts import InterruptQueue
 from engine.llm.base import UnavailableError
-from engine.llm.scripted import ScriptedLLM
 from engine.messages import ChatMessage
 from engine.tools import Tool, ToolRegistry
+from testing.scripted_llm import ScriptedLLM
 
 OBJECT = {"type": "object", "properties": {"city": {"type": "string"}}}
 

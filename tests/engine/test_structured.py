@@ -10,7 +10,6 @@ import pytest
 
 from engine.cancel import CancelledRun, CancelToken
 from engine.llm.base import BadRequestError, UnavailableError
-from engine.llm.scripted import ScriptedLLM
 from engine.messages import ChatMessage, Usage
 from engine.structured import (
     REFORMAT_PROMPT,
@@ -18,6 +17,7 @@ from engine.structured import (
     StructuredOutputError,
     structured_llm_call,
 )
+from testing.scripted_llm import ScriptedLLM
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

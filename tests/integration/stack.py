@@ -542,6 +542,7 @@ import django
 django.setup()
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
+call_command("prepare_instance", verbosity=0)  # var/: the settings write nothing
 call_command("migrate", interactive=False, verbosity=0)
 call_command("add_provider", name="scripted", base_url={llm!r}, api_key="k")
 call_command("add_model", provider="scripted", model={model!r},
@@ -663,7 +664,7 @@ def running_stack(
 
         llm_port = free_port()
         llm_base = f"http://{LOOPBACK}:{llm_port}"
-        llm_args = [PYTHON, "-m", "engine.llm.scripted_server", "--port", str(llm_port)]
+        llm_args = [PYTHON, "-m", "testing.scripted_server", "--port", str(llm_port)]
         llm = spawn("llm", llm_args + (["--stamp"] if stamp else []), env=env, log_dir=work)
         processes["llm"] = app_processes["llm"] = llm
         setup = SETUP_SCRIPT.format(

@@ -42,7 +42,7 @@ CREATE_TOKEN = f"""
 import os
 from pathlib import Path
 from django.contrib.auth import get_user_model
-from conversations.api.tokens import token_create
+from conversations.http.tokens import token_create
 _, raw = token_create(user=get_user_model().objects.get(username={USERNAME!r}), name="plan")
 var = Path(os.environ["AGENTSITE_VAR_DIR"])
 var.mkdir(parents=True, exist_ok=True)

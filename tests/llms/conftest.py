@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from core.crypto import reset_cache
-from engine.llm.scripted_server import ScriptedServer
 from llms.probe import PROMPTS
+from testing.scripted_server import ScriptedServer
 
 SECRET_KEY_VALUE = "sk-test-secret-0123456789abcdefWXYZ"
 

@@ -14,9 +14,9 @@ from django.core.management import call_command
 from django.core.serializers.base import DeserializationError
 
 from core.crypto import PREFIX, encrypt, generate_key, reset_cache
-from engine.llm.scripted_server import ScriptedServer
 from llms.models import Provider
 from llms.services import model_upsert, provider_upsert
+from testing.scripted_server import ScriptedServer
 from tests.llms.conftest import SECRET_KEY_VALUE, probe_rules
 from tools.models import MCPServer, ToolConfig
 
@@ -153,6 +153,7 @@ from llms.models import Provider
 from tools.models import MCPServer, ToolConfig
 
 backup, api_key = sys.argv[1:]
+call_command("prepare_instance", verbosity=0)  # a fresh instance: its var/ first
 call_command("migrate", verbosity=0)
 call_command("loaddata", backup, verbosity=0)
 call_command("probe_models", "--all", "--timeout", "10", verbosity=0)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tools.highlight import TOKEN_CLASSES, highlight_code, stylesheet
+from tools.markdown.highlight import TOKEN_CLASSES, highlight_code, stylesheet
 
 STYLESHEET = Path(__file__).resolve().parents[2] / "static" / "css" / "highlight.css"
 
 
 def test_the_shipped_stylesheet_is_generated_from_the_same_style():
     assert STYLESHEET.read_text() == stylesheet(), (
-        "static/css/highlight.css is stale: run `python -m tools.highlight > "
+        "static/css/highlight.css is stale: run `python -m tools.markdown.highlight > "
         "static/css/highlight.css`"
     )
 

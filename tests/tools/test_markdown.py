@@ -7,8 +7,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from tools.markdown import RenderCache, render_markdown
-from tools.markdown_images import attribute_filter, is_local_image
+from tools.markdown.images import attribute_filter, is_local_image
+from tools.markdown.render import RenderCache, render_markdown
 
 
 def test_markdown_is_rendered_and_raw_html_shown_escaped():
@@ -121,7 +121,7 @@ def test_nothing_an_answer_writes_runs_script(source):
 def test_only_a_task_box_is_an_input_and_it_is_disabled():
     """What the sanitiser lets through, whatever reached it (markdown never writes raw
     HTML): an input is always a disabled checkbox, classes are the known ones."""
-    from tools.markdown import _SANITISER
+    from tools.markdown.render import _SANITISER
 
     cleaned = _SANITISER.clean(
         '<input type="text" class="task-list-item-checkbox evil" checked="checked" value="x">'

@@ -13,7 +13,7 @@ import pytest
 from tests.tlscert import self_signed_certificate
 from tests.tools.conftest import _handler
 from tools.builtin.web_fetch import web_fetch
-from tools.netguard import (
+from tools.net.guard import (
     NetPolicy,
     UnsafeURLError,
     ip_is_public,
@@ -24,7 +24,7 @@ from tools.netguard import (
     system_resolver,
     vet_url,
 )
-from tools.safehttp import FOLLOW, REFUSE, CrossOriginRedirectError, FetchError, safe_request
+from tools.net.safehttp import FOLLOW, REFUSE, CrossOriginRedirectError, FetchError, safe_request
 
 # Names a test resolver answers; anything else goes to the system resolver (only
 # "localhost" is used that way, answered offline from /etc/hosts).

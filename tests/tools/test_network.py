@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from tools.models import ToolConfig
-from tools.network import public_network_problem
+from tools.net.reachability import public_network_problem
 from tools.registry import ToolContext
 from tools.services import (
     toolconfig_sync,

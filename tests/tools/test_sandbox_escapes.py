@@ -29,11 +29,10 @@ import pytest
 from django.conf import settings
 
 from engine import ToolResult
-from tools import bwrap
 from tools.builtin.python_exec import build
 from tools.registry import ToolContext
-from tools.sandbox import SandboxLimits, pick_interpreter, sandbox_problems
-from tools.sandbox_checks import check_python_sandbox
+from tools.sandbox import SandboxLimits, bwrap, pick_interpreter, sandbox_problems
+from tools.sandbox.checks import check_python_sandbox
 
 # Generous wall clocks: a busy 2-core machine must not turn a limit into a timeout.
 BASE = {"cpu_seconds": 5, "wall_seconds": 60, "memory_mb": 256}

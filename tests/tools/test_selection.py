@@ -12,8 +12,8 @@ from asgiref.sync import sync_to_async
 from engine import ToolRegistry
 from engine.agent import ReActAgent
 from engine.events import Phase
-from engine.llm.scripted import ScriptedLLM
 from engine.selection import TOOL_SELECTION_MAX, TOOL_SELECTION_THRESHOLD
+from testing.scripted_llm import ScriptedLLM
 from tests.tools.conftest import TIME_SERVER_STDIO_ARGS
 from tools.builtin import calculator, current_time, http_request, python_exec, web_fetch, web_search
 from tools.mcp.pool import mcp_sessions_close

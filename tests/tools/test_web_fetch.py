@@ -3,7 +3,7 @@ from __future__ import annotations
 import gzip
 
 from tools.builtin.web_fetch import build, html_to_markdown, web_fetch
-from tools.netguard import NetPolicy
+from tools.net.guard import NetPolicy
 from tools.registry import ToolContext
 
 LOCAL = NetPolicy(allow_hosts=["127.0.0.1"])

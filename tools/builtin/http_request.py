@@ -42,9 +42,9 @@ import jsonschema
 
 from engine import Tool, ToolResult
 from tools.builtin.web_fetch import truncate
-from tools.netguard import NetPolicy, UnsafeURLError, parse_ip_literal
+from tools.net.guard import NetPolicy, UnsafeURLError, parse_ip_literal
+from tools.net.safehttp import DROP_HEADERS, REFUSE, FetchError, safe_request
 from tools.registry import ToolContext, ToolSpec, register
-from tools.safehttp import DROP_HEADERS, REFUSE, FetchError, safe_request
 
 __all__ = ["allowed_origins", "call_needs_confirmation", "fill_url_template", "tool_name_for"]
 
@@ -60,7 +60,7 @@ _NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
 _ORIGIN_PATTERN = r"^https?://[^/?#@\s]+/?$"
 # Path segments a value must not make: they would climb out of the template's path.
 _DOT_SEGMENTS = frozenset({"", ".", ".."})
-# What an endpoint may do on a redirect to another origin (tools.safehttp): never keep
+# What an endpoint may do on a redirect to another origin (tools.net.safehttp): never keep
 # its headers, which may carry credentials.
 REDIRECT_POLICIES = (REFUSE, DROP_HEADERS)
 

@@ -1,8 +1,8 @@
-"""``python``: run a short Python snippet in the sandbox (tools/sandbox.py).
+"""``python``: run a short Python snippet in the sandbox (tools/sandbox/).
 
 The sandbox is bubblewrap's (kernel namespaces, a seccomp filter, resource limits): the
 snippet sees no file of the app, no socket and no network, and its scratch space is a
-size-limited tmpfs gone after the run (tools/bwrap.py lists what holds). Without bwrap
+size-limited tmpfs gone after the run (tools/sandbox/bwrap.py lists what holds). Without bwrap
 the tool refuses to run. Still DISABLED BY DEFAULT: an admin decides that running
 model-written code on this machine is wanted. Files the snippet writes in its working
 directory become artifacts.
@@ -15,9 +15,9 @@ from typing import Any
 
 from django.conf import settings
 
+import tools.sandbox.checks  # noqa: F401  (registers the sandbox's system check)
 from engine import Tool, ToolResult
 from engine.loops import PerLoop
-from tools import sandbox_checks  # noqa: F401  (registers the sandbox's system check)
 from tools.artifacts import persist_artifacts
 from tools.registry import ToolContext, ToolSpec, register
 from tools.sandbox import GRACE_SECONDS, SandboxLimits, SandboxUnavailable, run_python
@@ -104,7 +104,7 @@ def build(config: dict[str, Any], context: ToolContext) -> list[Tool]:
 SPEC = register(
     ToolSpec(
         name="python",
-        description="Run Python snippets in a sandbox (disabled by default: see tools/sandbox.py).",
+        description="Run Python snippets in a sandbox (disabled by default: see tools/sandbox/).",
         build=build,
         enabled_by_default=False,
         config_schema={

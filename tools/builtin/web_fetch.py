@@ -2,7 +2,7 @@
 
 HTML becomes markdown (BeautifulSoup drops scripts, styles and page chrome, markdownify
 converts the rest); text is returned as is, JSON pretty-printed, anything else refused
-with a message. Every hop goes through the SSRF guard (:mod:`tools.netguard`); the
+with a message. Every hop goes through the SSRF guard (:mod:`tools.net.guard`); the
 admin's ``allow_hosts`` opens specific internal hosts.
 """
 
@@ -16,16 +16,16 @@ from bs4 import BeautifulSoup
 from markdownify import MarkdownConverter
 
 from engine import Tool, ToolResult
-from tools.netguard import NetPolicy, UnsafeURLError
-from tools.network import public_network_problem
-from tools.registry import ToolContext, ToolSpec, register
-from tools.safehttp import (
+from tools.net.guard import NetPolicy, UnsafeURLError
+from tools.net.reachability import public_network_problem
+from tools.net.safehttp import (
     DEFAULT_MAX_BYTES,
     FOLLOW,
     FetchedResponse,
     FetchError,
     safe_request,
 )
+from tools.registry import ToolContext, ToolSpec, register
 
 __all__ = ["html_to_markdown", "response_to_text", "truncate", "web_fetch"]
 

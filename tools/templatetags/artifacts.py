@@ -6,7 +6,7 @@ from django import template
 from django.utils.safestring import SafeString
 
 from tools.artifacts import artifact_read_text
-from tools.markdown import render_markdown
+from tools.markdown.render import render_markdown
 from tools.models import Artifact
 
 register = template.Library()

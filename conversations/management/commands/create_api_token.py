@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from conversations.api.tokens import token_create
+from conversations.http.tokens import token_create
 from core.errors import ApplicationError
 
 

@@ -13,14 +13,14 @@ import pytest
 
 @pytest.fixture
 def token(db, user) -> str:
-    from conversations.api.tokens import token_create
+    from conversations.http.tokens import token_create
 
     return token_create(user=user, name="test")[1]
 
 
 @pytest.fixture
 def other_token(db, other_user) -> str:
-    from conversations.api.tokens import token_create
+    from conversations.http.tokens import token_create
 
     return token_create(user=other_user, name="bob's")[1]
 

@@ -10,7 +10,7 @@ from django.urls import URLPattern, get_resolver
 
 from conversations.api import urls as api_urls
 from conversations.api.schema import openapi_document
-from conversations.api.tokens import token_create, token_revoke
+from conversations.http.tokens import token_create, token_revoke
 from conversations.services import conversation_create
 
 from .conftest import JsonClient
@@ -136,7 +136,7 @@ def test_rate_limit_applies_to_sessions_per_user(user_client):
 
 
 def test_sliding_window_retry_after_is_exact():
-    from conversations.api.ratelimit import rate_limit_hit
+    from conversations.http.ratelimit import rate_limit_hit
 
     start = 6000.0  # the beginning of a minute
     for i in range(4):

@@ -151,7 +151,7 @@ def test_a_form_too_large_is_413_under_the_composer_or_a_page(user_client, mine)
 def test_the_body_limit_follows_the_message_limit():
     from django.conf import settings
 
-    from conversations.api.body import body_max_bytes
+    from conversations.http.body import body_max_bytes
 
     assert body_max_bytes() == settings.DATA_UPLOAD_MAX_MEMORY_SIZE
 
@@ -266,7 +266,7 @@ def test_paging_at_its_bounds_works(api, mine):
     ("raw", "after"), [(BIG.encode(), 0), (b"-5", 0), (b"x", 0), (b"\xff", 0), (b"7", 7)]
 )
 def test_a_websocket_after_out_of_range_means_from_the_start(raw, after):
-    from conversations.consumers import _after
+    from conversations.live.consumers import _after
 
     assert _after({"query_string": b"after=" + raw}) == after
 

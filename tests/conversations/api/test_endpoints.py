@@ -231,7 +231,7 @@ def test_oversized_message_is_413_and_saves_nothing(api, mine):
 
 @override_settings(AGENTSITE_MESSAGE_MAX_CHARS=10)
 def test_oversized_body_is_refused_before_parsing(api, mine, monkeypatch):
-    from conversations.api import body as api_module
+    from conversations.http import body as api_module
 
     def parse_refused(*args, **kwargs):
         raise AssertionError("the body must not be parsed")

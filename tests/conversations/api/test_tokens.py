@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from conversations.api import token_pages
-from conversations.api.tokens import (
+from conversations.http.tokens import (
     TOKEN_PREFIX,
     token_authenticate,
     token_create,

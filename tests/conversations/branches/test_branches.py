@@ -7,11 +7,12 @@ from __future__ import annotations
 import pytest
 from asgiref.sync import sync_to_async
 
-from conversations import selectors, services
+from conversations import services
 from conversations.branches import branching
-from conversations.branches.tree import RunTree
 from conversations.history import compaction
+from conversations.history.tree import RunTree
 from conversations.models import CompactionSummary, Message, Run
+from conversations.pages import timeline as page_timeline
 from core.errors import ApplicationError
 from tests.conversations.running import execute
 
@@ -44,7 +45,7 @@ def sent_to_llm(llm_server, index=-1):
 
 def shown(conversation):
     """What the page shows: ("user", text) and ("answer", text or status) items."""
-    timeline = selectors.conversation_timeline(conversation=conversation)
+    timeline = page_timeline.conversation_timeline(conversation=conversation)
     out = []
     for item in timeline["items"]:
         if item["kind"] == "message":
@@ -220,7 +221,7 @@ def test_retry_is_a_new_answer_beside_the_failed_one(chat, user):
     retry = branching.run_retry(run=r1, user=user)
 
     assert retry.trigger_message_id == q1.pk and retry.parent_id == r1.parent_id
-    timeline = selectors.conversation_timeline(conversation=chat)
+    timeline = page_timeline.conversation_timeline(conversation=chat)
     assert [i["run"].pk for i in timeline["items"] if i["kind"] == "run"] == [retry.pk]
     assert timeline["items"][1]["answers"].ids == [r1.pk, retry.pk]
     # The question is kept, once.

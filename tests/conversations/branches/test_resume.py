@@ -8,9 +8,10 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 
-from conversations import selectors, services
+from conversations import services
 from conversations.branches import branching, resuming
 from conversations.models import AgentMode, Message, Run, RunEvent
+from conversations.pages import timeline as page_timeline
 from core.errors import ApplicationError
 from tests.conversations.running import execute
 
@@ -46,7 +47,7 @@ def shown(conversation):
     """The page's timeline: ("user", text) and ("run", id, answer, continue offered?)."""
     from django.template.loader import render_to_string
 
-    timeline = selectors.conversation_timeline(conversation=conversation)
+    timeline = page_timeline.conversation_timeline(conversation=conversation)
     html = render_to_string("conversations/partials.html#timeline", {"timeline": timeline})
     out = []
     for item in timeline["items"]:

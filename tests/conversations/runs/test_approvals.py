@@ -15,7 +15,7 @@ from channels.layers import get_channel_layer
 from django.test import override_settings
 
 from conversations import services
-from conversations.api.tokens import token_create
+from conversations.http.tokens import token_create
 from conversations.models import Run, RunEvent, ToolApproval
 from conversations.runs.approvals import RunApprover, approval_open, approval_taken
 from conversations.runs.control import RunControl

@@ -13,9 +13,10 @@ from channels.layers import get_channel_layer
 from django.test import override_settings
 from django.utils import timezone
 
-from conversations import selectors, services
+from conversations import services
 from conversations.history.numbering import last_event_seq
 from conversations.models import Message, Run, RunEvent
+from conversations.pages import timeline
 from conversations.runs import execution, lifecycle
 from conversations.runs.execution import execute_run
 from conversations.runs.publisher import conversation_group, write_events
@@ -624,7 +625,7 @@ async def test_a_stop_shows_the_follow_up_it_had_not_taken_in_as_an_ordinary_mes
     await sync_to_async(client.force_login)(user)
     page = (await sync_to_async(client.get)(f"/c/{conversation.pk}/")).content.decode()
     assert f'id="msg-{followup.pk}"' in page and f'id="inject-{followup.pk}"' not in page
-    caught_up, _seq = await sync_to_async(selectors.catch_up_frames)(
+    caught_up, _seq = await sync_to_async(timeline.catch_up_frames)(
         conversation_id=conversation.pk, after_seq=0
     )
     caught_up_html = "".join(caught_up)

@@ -8,7 +8,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from conversations import selectors, services
-from conversations.branches.tree import RunTree
+from conversations.history.tree import RunTree
 from conversations.models import Conversation, Message, Run, RunEvent
 from conversations.transfer import exporting, importing
 from core.errors import ApplicationError

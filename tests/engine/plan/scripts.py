@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine.errors import ScriptExhaustedError
-from engine.llm.scripted import ScriptedLLM
 from engine.messages import ChatMessage
 from engine.plan import prompts
+from testing.scripted_llm import ScriptedLLM
 
 PLANNER, ANALYZER, ANSWER, ROUTER = "planner", "analyzer", "answer", "router"
 OBJECT = {"type": "object"}

@@ -21,11 +21,11 @@ from engine.events import (
 from engine.interrupts import InterruptQueue
 from engine.llm.base import UnavailableError
 from engine.llm.registry import ModelRegistry
-from engine.llm.scripted import ScriptedLLM
 from engine.messages import ChatMessage
 from engine.plan import PlanAgent, PlanConfig
 from engine.plan.agent import ANSWER_FALLBACK_NOTE
 from engine.tools import Tool, ToolRegistry, tool
+from testing.scripted_llm import ScriptedLLM
 
 from .scripts import ANALYZER, ANSWER, PLANNER, call, plan_reply, routed_llm, verdict, who
 

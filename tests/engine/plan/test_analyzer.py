@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from engine.llm.base import UnavailableError
-from engine.llm.scripted import ScriptedLLM
 from engine.plan import Plan, PlanConfig, PlanStep, choose_mode
 from engine.plan.analyzer import (
     Analysis,
@@ -17,6 +16,7 @@ from engine.plan.analyzer import (
     should_replan,
 )
 from engine.plan.results import ExecutionReport, StepResult
+from testing.scripted_llm import ScriptedLLM
 
 from .scripts import verdict
 

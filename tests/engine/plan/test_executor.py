@@ -19,9 +19,9 @@ from engine.events import (
 from engine.interrupts import InterruptQueue
 from engine.llm.base import UnavailableError
 from engine.llm.registry import ModelRegistry
-from engine.llm.scripted import ScriptedLLM
 from engine.plan import Plan, PlanConfig, PlanExecutor, PlanStep
 from engine.tools import Tool, ToolRegistry, tool
+from testing.scripted_llm import ScriptedLLM
 
 from .scripts import OBJECT, call, routed_llm
 

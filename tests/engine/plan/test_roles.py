@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from engine.llm.registry import ModelRegistry
-from engine.llm.scripted import ScriptedLLM
 from engine.plan.common import llm_for_role, model_name
+from testing.scripted_llm import ScriptedLLM
 
 
 def test_has_role_and_name_of() -> None:

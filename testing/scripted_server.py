@@ -3,7 +3,7 @@
 The real client (:class:`engine.llm.openai.OpenAICompatibleLLM`) talks to it over loopback,
 so tests exercise real HTTP, SSE, errors, delays and disconnects without a model. Standard
 library only, so any process (the web server in an end-to-end test, a benchmark) can run
-it: ``python -m engine.llm.scripted_server --port 8090 [--script file.json] [--api-key K]``.
+it: ``python -m testing.scripted_server --port 8090 [--script file.json] [--api-key K]``.
 
 A script is a list of response dicts consumed in order. Keys (all optional):
 

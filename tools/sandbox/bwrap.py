@@ -19,7 +19,7 @@ isolation; this module only decides what it is asked for. The sandbox gets:
   open files, no core files, and processes. ``RLIMIT_NPROC`` counts per user *per user
   namespace* (Linux >= 5.14), so the limit is the sandbox's own, whatever else runs as
   the same user;
-- the seccomp filter of :mod:`tools.seccomp` (``--seccomp FD``) when libseccomp loads.
+- the seccomp filter of :mod:`tools.sandbox.seccomp` (``--seccomp FD``) when libseccomp loads.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Websocket consumer: pushes a conversation's rendered events to its owner.
 
-Connect: authenticate, join the group, check ownership and catch up from the log (not
-the owner: leave the group and close), ``accept()`` last. The catch-up re-renders every
+Connect: authenticate, join the group, check ownership (not the owner: leave the group
+and close), ``accept()``, then catch up from the log. The catch-up re-renders every
 run with events after the page's last one (``?after=N``) as one idempotent block; live
 frames numbered at or below what was caught up are dropped. A live frame numbered past
 it means events were sent before the socket joined and not yet logged: once they are, the
-runs are caught up again (:func:`conversations.history.eventlog.read_through`); and the log is
+runs are caught up again (:func:`conversations.live.eventlog.read_through`); and the log is
 read once more shortly after a connect while a run is active, for such events when no
 frame follows them. A reconnect never loses or doubles anything, and a socket leaves no
 subscription behind, however it ends.
@@ -24,12 +24,13 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
 
 from conversations import selectors
-from conversations.history.eventlog import (
+from conversations.live.eventlog import (
     REREAD_AFTER,
     LiveSubscription,
     keep_listening,
     read_through,
 )
+from conversations.pages import timeline
 from conversations.runs.db import db
 from conversations.runs.publisher import conversation_group
 from core.converters import DB_ID_MAX
@@ -74,15 +75,25 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.subscription = await LiveSubscription.join(
             layer, conversation_group(self.conversation_id)
         )
-        caught_up = await db(selectors.socket_catch_up)(
-            user_id=user.pk, conversation_id=self.conversation_id, after_seq=_after(self.scope)
+        owned = await db(selectors.conversation_owned)(
+            user_id=user.pk, conversation_id=self.conversation_id
         )
-        if caught_up is None:
+        if not owned:
             await self._leave()
             await self.close(code=4403)
             return
-        frames, self.last_seq, running = caught_up
+        # Accepted before the catch-up renders: the handshake never waits on it (daphne
+        # drops a handshake not answered within its connect timeout, 5 s by default, which
+        # 50 pages reconnecting to a long run at once reached).
         await self.accept()
+        try:
+            frames, self.last_seq, running = await db(timeline.socket_catch_up)(
+                conversation_id=self.conversation_id, after_seq=_after(self.scope)
+            )
+        except Exception:
+            logger.warning("conversation %s: catch-up failed", self.conversation_id, exc_info=True)
+            await self.close(code=1011)  # the page reconnects and catches up
+            return
         for html in frames:
             await self.send(text_data=html)
         self.forwarding = asyncio.ensure_future(self._forward(reread=running))
@@ -143,7 +154,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         holds ``through``."""
         if through > self.last_seq:
             await read_through(self.conversation_id, self.last_seq, through)
-        frames, self.last_seq = await db(selectors.catch_up_frames)(
+        frames, self.last_seq = await db(timeline.catch_up_frames)(
             conversation_id=self.conversation_id, after_seq=self.last_seq
         )
         for html in frames:

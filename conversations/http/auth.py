@@ -25,8 +25,8 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 
 from conversations.accounts import lockout
-from conversations.api import ratelimit
-from conversations.api.tokens import token_verify
+from conversations.http import ratelimit
+from conversations.http.tokens import token_verify
 from core.errors import ApplicationError
 
 __all__ = ["api_view", "json_error"]

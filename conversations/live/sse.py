@@ -3,7 +3,7 @@
 The stream joins the conversation's group, then replays the log after the client's last
 event id, then forwards live frames: live frames already replayed are dropped by number,
 and events sent before the join but not yet logged are waited for in the log
-(:func:`conversations.history.eventlog.read_through`), so nothing is missed.
+(:func:`conversations.live.eventlog.read_through`), so nothing is missed.
 """
 
 from __future__ import annotations
@@ -21,30 +21,29 @@ from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 
 from conversations import selectors
-from conversations.api.auth import api_view
-from conversations.api.params import whole_number
-from conversations.branches.tree import RunTree
-from conversations.history.eventlog import (
+from conversations.history.numbering import last_event_seq
+from conversations.history.tree import RunTree
+from conversations.http.auth import api_view
+from conversations.http.params import whole_number
+from conversations.live.eventlog import (
     REREAD_AFTER,
     LiveSubscription,
     clean_up_soon,
     keep_listening,
     read_through,
 )
-from conversations.history.numbering import last_event_seq
 from conversations.models import Run, RunEvent
 from conversations.runs.db import DATABASE_OUTAGES, db
 from conversations.runs.publisher import Entry, conversation_group
 
 logger = logging.getLogger(__name__)
 
-HEARTBEAT_SECONDS = 15.0
 TERMINAL_CHANNELS = frozenset({"done", "error"})
 HEARTBEAT_FRAME = b": heartbeat\n\n"
 
 
 def heartbeat_interval() -> float:
-    return float(getattr(settings, "AGENTSITE_SSE_HEARTBEAT", HEARTBEAT_SECONDS))
+    return float(settings.AGENTSITE_SSE_HEARTBEAT)
 
 
 def _start_after(request: HttpRequest) -> int | None:
@@ -113,7 +112,7 @@ def sse_frame(seq: int, channel: str, payload: Any, branch: dict | None = None) 
 
 class BranchLabels:
     """Which branch an event belongs to: its run, and the run that run continues (the
-    conversation's tree, :mod:`conversations.branches.tree`), read again when a new run appears."""
+    conversation's tree, :mod:`conversations.history.tree`), read again when a new run appears."""
 
     def __init__(self, conversation_id: int) -> None:
         self.conversation_id = conversation_id

@@ -1,6 +1,6 @@
 """Run an untrusted Python snippet in a kernel-enforced sandbox (bubblewrap).
 
-The boundary is the kernel's, set up by bubblewrap (:mod:`tools.bwrap` lists exactly what
+The boundary is the kernel's, set up by bubblewrap (:mod:`tools.sandbox.bwrap` lists exactly what
 the sandbox sees and which limits hold; tests/tools/test_sandbox_escapes.py tries each
 escape from inside):
 
@@ -8,7 +8,7 @@ escape from inside):
   read-only ``/dev`` and a private ``/tmp`` tmpfs of ``disk_mb``, gone when the run ends.
   Nothing of the app (database, media root, source tree, secrets) and no socket file.
 - **Sockets**: a network namespace with only a down loopback, and a seccomp filter
-  (:mod:`tools.seccomp`) that makes ``socket()``/``socketpair()`` fail with EPERM.
+  (:mod:`tools.sandbox.seccomp`) that makes ``socket()``/``socketpair()`` fail with EPERM.
 - **Limits**: CPU seconds, address space, file size, open files and processes, set with
   ``prlimit`` for every process in the sandbox; the tmpfs size bounds the disk (RAM) it
   can fill; the runner inside and this process both enforce the wall clock.
@@ -16,9 +16,10 @@ escape from inside):
   (random, unprivileged, no groups), so even a kernel bug in the namespaces leaves it a
   nobody; otherwise as the server's user, in a user namespace without capabilities.
 
-Without bwrap the tool refuses to run (:class:`SandboxUnavailable`); there is no fallback.
-Inside, :mod:`tools.sandbox_runner` is PID 1: it runs the snippet (prefixed by
-:mod:`tools.sandbox_bootstrap`), kills what the snippet left, and reports the files left
+Without bwrap the tool refuses to run (:class:`SandboxUnavailable`); there is no fallback
+(and :mod:`tools.sandbox.checks` warns at ``manage.py check``).
+Inside, :mod:`tools.sandbox.runner` is PID 1: it runs the snippet (prefixed by
+:mod:`tools.sandbox.bootstrap`), kills what the snippet left, and reports the files left
 in ``/tmp/work`` on a pipe only it holds. Those become artifacts.
 """
 
@@ -36,8 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from engine import Artifact
-from tools import bwrap
-from tools.seccomp import SeccompUnavailable, filter_fd
+from tools.sandbox import bwrap
+from tools.sandbox.seccomp import SeccompUnavailable, filter_fd
 
 __all__ = [
     "SandboxLimits",
@@ -54,8 +55,8 @@ SETPRIV = "/usr/bin/setpriv"
 # Beyond the wall clock: the runner's start, and the report of up to max_files files.
 GRACE_SECONDS = 10.0
 _HERE = Path(__file__).resolve().parent
-RUNNER_SOURCE = (_HERE / "sandbox_runner.py").read_text(encoding="utf-8")
-BOOTSTRAP_SOURCE = (_HERE / "sandbox_bootstrap.py").read_text(encoding="utf-8")
+RUNNER_SOURCE = (_HERE / "runner.py").read_text(encoding="utf-8")
+BOOTSTRAP_SOURCE = (_HERE / "bootstrap.py").read_text(encoding="utf-8")
 
 
 class SandboxUnavailable(RuntimeError):
@@ -213,7 +214,7 @@ def _rlimits(limits: SandboxLimits) -> bwrap.Rlimits:
 
 
 def _job(code: str, limits: SandboxLimits, report_fd: int) -> bytes:
-    """What the runner reads on its stdin (tools/sandbox_runner.py)."""
+    """What the runner reads on its stdin (tools/sandbox/runner.py)."""
     job = {
         "code": code,
         "bootstrap": BOOTSTRAP_SOURCE,

@@ -2,7 +2,7 @@
 
 markdown-it-py renders (raw HTML in the source is escaped, not passed through), and nh3
 (ammonia) sanitises the result as a second line of defence, so nothing a model or tool
-writes can run script in the page. Remote images become links (``markdown_images.py``):
+writes can run script in the page. Remote images become links (``images.py``):
 nothing a model writes makes the browser fetch from another host.
 
 Answers are also rendered in the browser while they stream (``static/js/markdown.js``),
@@ -37,8 +37,8 @@ from markdown_it.utils import EnvType, OptionsDict
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 from mdit_py_plugins.tasklists import tasklists_plugin
 
-from tools.highlight import TOKEN_CLASSES, highlight_code
-from tools.markdown_images import REMOTE_IMAGE_CLASS, attribute_filter, render_image
+from tools.markdown.highlight import TOKEN_CLASSES, highlight_code
+from tools.markdown.images import REMOTE_IMAGE_CLASS, attribute_filter, render_image
 
 __all__ = ["render_markdown"]
 

@@ -1,6 +1,7 @@
-"""An in-process LLM that replays a script: the ``locmem`` backend of :mod:`engine.llm`.
+"""An in-process LLM that replays a script: the test double of the
+:class:`~engine.llm.base.LLM` protocol.
 
-Tests (and the demo) hand it the replies they want, in order, and inspect ``.calls``
+Tests (and benchmarks) hand it the replies they want, in order, and inspect ``.calls``
 afterwards to assert what the engine sent. Script items:
 
 - a :class:`~engine.llm.base.ChatResponse`, returned as is;

@@ -19,12 +19,11 @@ from django.core.cache import cache
 __all__ = ["RateLimitResult", "rate_limit", "rate_limit_hit"]
 
 WINDOW_SECONDS = 60
-DEFAULT_PER_MINUTE = 120
 
 
 def rate_limit() -> int:
     """Requests allowed per client per minute (``AGENTSITE_API_RATE_LIMIT``; 0 = off)."""
-    return int(getattr(settings, "AGENTSITE_API_RATE_LIMIT", DEFAULT_PER_MINUTE))
+    return int(settings.AGENTSITE_API_RATE_LIMIT)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
-"""HTTP requests that honour :mod:`tools.netguard` on every hop, with size and time limits.
+"""HTTP requests that honour :mod:`tools.net.guard` on every hop, with size and time limits.
 
-The connection goes to the address :func:`tools.netguard.vet_url` vetted, never to a fresh
+The connection goes to the address :func:`tools.net.guard.vet_url` vetted, never to a fresh
 DNS answer: the request URL carries the IP, the ``Host`` header carries the name, and for
 https the ``sni_hostname`` extension makes httpcore send SNI and verify the certificate for
 the name. Redirects are followed here, by hand, re-vetting each location.
@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from tools.netguard import NetPolicy, Origin, UnsafeURLError, VettedURL, origin_of, vet_url
+from tools.net.guard import NetPolicy, Origin, UnsafeURLError, VettedURL, origin_of, vet_url
 
 __all__ = [
     "CROSS_ORIGIN_POLICIES",
@@ -135,7 +135,7 @@ async def safe_request(
 ) -> FetchedResponse:
     """Send one request (following up to ``max_redirects`` vetted redirects).
 
-    Raises :class:`~tools.netguard.UnsafeURLError` when any hop is refused and
+    Raises :class:`~tools.net.guard.UnsafeURLError` when any hop is refused and
     :class:`FetchError` for network failures (:class:`CrossOriginRedirectError` for a
     redirect to another origin with ``cross_origin=REFUSE``). The body is read up to
     ``max_bytes`` (decompressed), the rest dropped and ``truncated`` set. ``timeout``

@@ -1,9 +1,9 @@
 """The prelude of the snippet's process inside the sandbox: read the code, guard, run it.
 
-Not imported by the app: :mod:`tools.sandbox_runner` starts ``python -I -S -u -c
+Not imported by the app: :mod:`tools.sandbox.runner` starts ``python -I -S -u -c
 <this source>`` and writes the snippet's code on its stdin. The boundary is the kernel's
 (bubblewrap's namespaces, the seccomp filter, the limits set by prlimit: see
-:mod:`tools.bwrap`). The Python-level guard below (no sockets, processes or ctypes) is a
+:mod:`tools.sandbox.bwrap`). The Python-level guard below (no sockets, processes or ctypes) is a
 second layer only: code can undo it, and nothing relies on it.
 """
 

@@ -24,12 +24,12 @@ NETWORK_UNREACHABLE = "the public internet is not reachable from this server"
 
 def public_network_problem() -> str:
     """Why tools cannot reach the public internet ("" when they can), per the settings."""
-    mode = str(getattr(settings, "AGENTSITE_TOOLS_NETWORK", "auto")).lower()
+    mode = str(settings.AGENTSITE_TOOLS_NETWORK).lower()
     if mode == "on":
         return ""
     if mode == "off":
         return "AGENTSITE_TOOLS_NETWORK is off"
-    probe = str(getattr(settings, "AGENTSITE_NETWORK_PROBE", "example.com:443"))
+    probe = str(settings.AGENTSITE_NETWORK_PROBE)
     key = f"tools:network:{probe}"
     cached = cache.get(key)
     if cached is not None:

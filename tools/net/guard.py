@@ -14,7 +14,7 @@ only when:
 - or the admin's ``allow_origins`` names its origin: scheme, host and port. An origin opens
   one service of an internal host, not every port of it (the database next to the API).
 
-:func:`vet_url` returns the resolved address; :mod:`tools.safehttp` connects to exactly that
+:func:`vet_url` returns the resolved address; :mod:`tools.net.safehttp` connects to exactly that
 address, so a second DNS answer (rebinding) can never redirect the connection.
 """
 
