@@ -45,7 +45,11 @@ system-deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
+## var/ (0700), the development SECRET_KEY, media and the SQLite file (0600): importing the
+## settings writes nothing, prepare_instance makes them (idempotent) before migrate opens
+## the database.
 migrate: install
+	DEBUG=$${DEBUG:-true} $(PY) manage.py prepare_instance
 	DEBUG=$${DEBUG:-true} $(PY) manage.py migrate --noinput
 
 run: migrate

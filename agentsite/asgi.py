@@ -28,9 +28,11 @@ from django.urls import path, re_path  # noqa: E402
 
 from conversations.routing import websocket_urlpatterns  # noqa: E402
 from conversations.runs import launcher, loops  # noqa: E402
+from core.checks import refuse_to_serve_without_key  # noqa: E402
 from core.origins import OriginCheck  # noqa: E402
 from core.runtime import tune_for_streaming, tune_garbage_collection, warm_up  # noqa: E402
 
+refuse_to_serve_without_key()
 tune_for_streaming()
 
 ASYNC_ROUTES = [

@@ -11,6 +11,7 @@ import os
 from celery import Celery
 from celery.signals import worker_init, worker_ready
 
+from core.checks import refuse_to_serve_without_key
 from core.runtime import tune_for_streaming, tune_garbage_collection, warm_up
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
@@ -22,6 +23,7 @@ app.autodiscover_tasks()
 
 @worker_init.connect
 def _tune_worker(**_kwargs: object) -> None:
+    refuse_to_serve_without_key()
     tune_for_streaming()
 
 

@@ -3,6 +3,12 @@
 Embedded mode (no ``REDIS_URL``): SQLite under var/, in-memory channel layer, runs execute
 on the ASGI server's event loop. Team mode (``REDIS_URL`` and ``DATABASE_URL``): Redis
 channel layer, Redis cache, Celery workers on Redis, typically PostgreSQL.
+
+Importing this module only reads: it creates, writes and chmods nothing. var/, the
+generated secret key, the media folder and the SQLite file are made (private) by
+``manage.py prepare_instance`` (core/management/commands/), which ``make run`` runs.
+Every setting the code reads is defined here, with its default: code reads
+``settings.X``, never ``getattr(settings, "X", default)``.
 """
 
 from __future__ import annotations
@@ -12,18 +18,21 @@ from pathlib import Path
 
 import environ
 
-from core.filemodes import private_dir, private_file, private_sqlite
-from core.secrets import load_or_create_dev_secret
+from core.secrets import read_dev_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
 VAR_DIR = Path(env.str("AGENTSITE_VAR_DIR", default=str(BASE_DIR / "var")))
-private_dir(VAR_DIR)  # 0700, files in it 0600: core/filemodes.py
 
 DEBUG = env.bool("DEBUG", default=False)
-SECRET_KEY = env.str("SECRET_KEY", default="") or load_or_create_dev_secret(VAR_DIR / "secret_key")
-private_file(VAR_DIR / "secret_key")
+# Without SECRET_KEY in the environment: the key `manage.py prepare_instance` generated
+# into this file (core/secrets.py). Neither: SECRET_KEY stays empty, the system check
+# agentsite.E002 (core/checks.py) says what to do, and Django refuses to use it.
+SECRET_KEY = env.str("SECRET_KEY", default="")
+AGENTSITE_SECRET_KEY_FILE = None if SECRET_KEY else VAR_DIR / "secret_key"
+if AGENTSITE_SECRET_KEY_FILE is not None:
+    SECRET_KEY = read_dev_secret(AGENTSITE_SECRET_KEY_FILE)
 ENCRYPTION_KEYS = env.list("ENCRYPTION_KEYS", default=[])
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
@@ -117,8 +126,6 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
 else:
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # ASGI: no persistent server connections
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    private_sqlite(DATABASES["default"]["NAME"])  # and so its -wal/-shm: 0600
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -162,7 +169,7 @@ AGENTSITE_RUN_SWEEP_SECONDS = env.float("AGENTSITE_RUN_SWEEP_SECONDS", default=5
 AGENTSITE_MESSAGE_MAX_CHARS = env.int("AGENTSITE_MESSAGE_MAX_CHARS", default=100_000)
 # The largest form or JSON body Django reads (413 beyond, before reading it): the longest
 # message at 12 bytes a character (a JSON surrogate-pair escape, or %-encoded UTF-8 in a
-# form) plus 64 KiB for the rest (conversations/api/body.py).
+# form) plus 64 KiB for the rest (conversations/http/body.py).
 DATA_UPLOAD_MAX_MEMORY_SIZE = AGENTSITE_MESSAGE_MAX_CHARS * 12 + 64 * 1024
 AGENTSITE_API_RATE_LIMIT = env.int("AGENTSITE_API_RATE_LIMIT", default=120)  # per minute
 # The most messages and runs one conversation import writes, in one transaction that holds
@@ -189,6 +196,11 @@ AGENTSITE_SSE_HEARTBEAT = env.float("AGENTSITE_SSE_HEARTBEAT", default=15.0)  # 
 # The bundled model's llama.cpp chat format (llms/local_server.py); "chatml" does not
 # HTML-escape the prompt the way chatml-function-calling's template does.
 LOCAL_MODEL_CHAT_FORMAT = env.str("AGENTSITE_LOCAL_CHAT_FORMAT", default="chatml")
+# The bundled model's server: its state (API key, port, log), context length in tokens,
+# and CPU threads (unset: llama.cpp's default, half the CPUs).
+LOCAL_MODEL_DIR = Path(env.str("AGENTSITE_LOCAL_MODEL_DIR", default=str(VAR_DIR / "local_model")))
+LOCAL_MODEL_N_CTX = env.int("AGENTSITE_LOCAL_N_CTX", default=8192)
+LOCAL_MODEL_THREADS = env.int("AGENTSITE_LOCAL_THREADS", default=None)
 # Loopback ports where `manage.py discover_models` and the admin's "Find local model
 # servers" look for OpenAI-compatible servers (llms/discovery.py): Ollama, llama.cpp,
 # LM Studio, vLLM. Empty: no discovery.
@@ -239,15 +251,27 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "staticfiles"
-STATIC_ROOT.mkdir(exist_ok=True)
+STATIC_ROOT = VAR_DIR / "staticfiles"  # made by prepare_instance (WhiteNoise warns without)
 STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").is_dir() else []
 # Serve straight from the app/static dirs: no collectstatic step is needed in any mode.
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
-MEDIA_ROOT = private_dir(Path(env.str("MEDIA_ROOT", default=str(VAR_DIR / "media"))))
+MEDIA_ROOT = Path(env.str("MEDIA_ROOT", default=str(VAR_DIR / "media")))  # prepare_instance: 0700
 FILE_UPLOAD_PERMISSIONS = 0o600  # artifacts and uploads: the app's user only
 FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
+# Artifacts tools produce (tools/artifacts.py): the largest file, and all of one
+# conversation's files together; a share snapshot copies artifacts up to these sizes,
+# each and together (conversations/transfer/sharing.py).
+ARTIFACT_MAX_BYTES = env.int("AGENTSITE_ARTIFACT_MAX_BYTES", default=10 * 1024 * 1024)
+ARTIFACT_CONVERSATION_MAX_BYTES = env.int(
+    "AGENTSITE_ARTIFACT_CONVERSATION_MAX_BYTES", default=50 * 1024 * 1024
+)
+AGENTSITE_SHARE_ARTIFACT_MAX_BYTES = env.int(
+    "AGENTSITE_SHARE_ARTIFACT_MAX_BYTES", default=1024 * 1024
+)
+AGENTSITE_SHARE_ARTIFACTS_MAX_BYTES = env.int(
+    "AGENTSITE_SHARE_ARTIFACTS_MAX_BYTES", default=5 * 1024 * 1024
+)
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 # Sessions are read on every request: from the cache (Redis in team mode), written through

@@ -934,6 +934,7 @@ def serve(extra_env: dict[str, str], keep: bool, root: Path = ROOT) -> Iterator[
     ok = False
     try:
         print(f"serve: instance in {work}, code from {root}", flush=True)
+        (work / "var").mkdir(parents=True, exist_ok=True)  # settings create nothing
         manage(env, "migrate", "--noinput", root=root)
         began = time.monotonic()
         seeded = manage(env, "seed_models", root=root)

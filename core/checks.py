@@ -4,14 +4,21 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
+from django.core.exceptions import ImproperlyConfigured
 
 from core.secrets import is_dev_secret
 
 
 @register(Tags.security, deploy=False)
 def check_production_secret(app_configs, **kwargs) -> list[Error]:
-    """Refuse to run with DEBUG off on the generated development key."""
-    if settings.DEBUG or not is_dev_secret(settings.SECRET_KEY):
+    """Refuse to run without a key, or with DEBUG off on the generated development key."""
+    try:
+        key = settings.SECRET_KEY
+    except ImproperlyConfigured:  # Django refuses to hand out an empty key
+        key = ""
+    if not key:
+        return [missing_secret_error()]
+    if settings.DEBUG or not is_dev_secret(key):
         return []
     return [
         Error(
@@ -21,6 +28,18 @@ def check_production_secret(app_configs, **kwargs) -> list[Error]:
             id="agentsite.E001",
         )
     ]
+
+
+def missing_secret_error() -> Error:
+    """No SECRET_KEY in the environment and no generated one: the settings only read
+    (agentsite/settings.py), ``manage.py prepare_instance`` generates it."""
+    return Error(
+        "SECRET_KEY is not set and there is no generated key in "
+        f"{settings.AGENTSITE_SECRET_KEY_FILE or 'AGENTSITE_VAR_DIR'}.",
+        hint="Run `make run`, or `python manage.py prepare_instance` to generate a "
+        "development key, or set SECRET_KEY in the environment.",
+        id="agentsite.E002",
+    )
 
 
 # Besides the run and HTTP threads: the event log's writer, channels' sync thread (socket
@@ -39,8 +58,8 @@ def check_connection_pool_size(app_configs, **kwargs) -> list[Warning]:
     pool = settings.DATABASES["default"].get("OPTIONS", {}).get("pool")
     if not isinstance(pool, dict):
         return []
-    run_threads = int(getattr(settings, "AGENTSITE_DB_THREADS", 16))
-    http_threads = int(getattr(settings, "AGENTSITE_HTTP_THREADS", 8))
+    run_threads = int(settings.AGENTSITE_DB_THREADS)
+    http_threads = int(settings.AGENTSITE_HTTP_THREADS)
     needed = run_threads + http_threads + POOL_HEADROOM
     if pool.get("max_size", needed) >= needed:
         return []
@@ -53,3 +72,13 @@ def check_connection_pool_size(app_configs, **kwargs) -> list[Warning]:
             id="agentsite.W001",
         )
     ]
+
+
+def refuse_to_serve_without_key() -> None:
+    """Servers and workers run no system checks: without a key they stop here, at start,
+    saying what to do, instead of failing every request."""
+    try:
+        settings.SECRET_KEY  # noqa: B018 (Django refuses to hand out an empty key)
+    except ImproperlyConfigured:
+        error = missing_secret_error()
+        raise ImproperlyConfigured(f"{error.msg} {error.hint}") from None

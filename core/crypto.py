@@ -41,7 +41,7 @@ def _derived_key(secret: str) -> bytes:
 
 @functools.cache
 def _fernet() -> MultiFernet:
-    keys = [k.strip() for k in getattr(settings, "ENCRYPTION_KEYS", []) if k.strip()]
+    keys = [k.strip() for k in settings.ENCRYPTION_KEYS if k.strip()]
     fernets = [Fernet(k.encode()) for k in keys] or [Fernet(_derived_key(settings.SECRET_KEY))]
     return MultiFernet(fernets)
 

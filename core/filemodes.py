@@ -1,8 +1,9 @@
 """The app's data is its own user's only: directories 0700, files 0600, whatever the umask.
 
-Called from settings (every entry point imports them: manage.py, the ASGI app, Celery,
-pytest), so a new install is created private and an existing one is tightened at the
-next start. Explicit modes rather than a process-wide ``umask(0o077)``: the umask is
+Called by ``manage.py prepare_instance`` (core/management/commands/, run by ``make run``
+and ``make migrate`` before ``migrate``), never by the settings, whose import writes
+nothing: a new install is created private and an existing one is tightened the next time
+the command runs. Explicit modes rather than a process-wide ``umask(0o077)``: the umask is
 global state every library and child process inherits (the llama.cpp server, MCP stdio
 servers), it does not fix files that already exist, and any import may reset it.
 

@@ -119,7 +119,7 @@ def _is_secure(scope: Scope) -> bool:
     """As ``HttpRequest.is_secure()``: a TLS connection, or the proxy's trusted header."""
     if scope.get("scheme") in ("wss", "https"):
         return True
-    proxy_header = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
+    proxy_header = settings.SECURE_PROXY_SSL_HEADER
     if not proxy_header:
         return False
     meta_name, secure_value = proxy_header

@@ -19,7 +19,7 @@ def tune_for_streaming() -> None:
     5 ms for the GIL at every hop it makes while a view renders, which is what a user sees
     as stutter and a slow first token.
     """
-    interval_ms = float(getattr(settings, "AGENTSITE_GIL_SWITCH_MS", 1.0))
+    interval_ms = float(settings.AGENTSITE_GIL_SWITCH_MS)
     if interval_ms > 0:
         sys.setswitchinterval(interval_ms / 1000)
 

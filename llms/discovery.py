@@ -40,7 +40,6 @@ from llms.services import (
 )
 
 __all__ = [
-    "DEFAULT_PORTS",
     "DEFAULT_TIMEOUT",
     "DiscoveredModelAdded",
     "DiscoveredServer",
@@ -54,8 +53,6 @@ logger = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
-# Ollama, llama.cpp's server, LM Studio, vLLM (settings.AGENTSITE_DISCOVERY_PORTS overrides).
-DEFAULT_PORTS: tuple[int, ...] = (11434, 8080, 1234, 8000)
 DEFAULT_TIMEOUT = 1.5  # seconds per port and phase (connect, read): loopback answers fast
 MAX_WORKERS = 8
 PORT_PRODUCTS = {11434: "Ollama", 8080: "llama.cpp", 1234: "LM Studio", 8000: "vLLM"}
@@ -147,14 +144,13 @@ class DiscoveredModelAdded:
 
 def discovery_ports() -> tuple[int, ...]:
     """The loopback ports to look at (``AGENTSITE_DISCOVERY_PORTS``; empty: discovery off)."""
-    ports = getattr(settings, "AGENTSITE_DISCOVERY_PORTS", DEFAULT_PORTS)
-    return _valid_ports(ports)
+    return _valid_ports(settings.AGENTSITE_DISCOVERY_PORTS)
 
 
 def discover_local_servers(
     *, ports: Iterable[int] | None = None, timeout: float = DEFAULT_TIMEOUT
 ) -> list[DiscoveredServer]:
-    """The OpenAI-compatible servers answering on ``ports`` (default: the usual ones).
+    """The OpenAI-compatible servers answering on ``ports`` (default: ``discovery_ports()``).
 
     Ports are asked concurrently, so the whole look takes at most about ``timeout`` per
     phase; nothing listening costs nothing. The bundled model's own server is skipped.

@@ -542,15 +542,14 @@ _server_lock = threading.Lock()
 
 
 def config_from_settings() -> LocalServerConfig:
-    """The site's config: ``LOCAL_MODEL_*`` settings when present, else the defaults."""
+    """The site's config: the ``LOCAL_MODEL_*`` settings (agentsite/settings.py)."""
     from django.conf import settings
 
-    default_dir = Path(settings.VAR_DIR) / "local_model"
     return LocalServerConfig(
-        state_dir=Path(getattr(settings, "LOCAL_MODEL_DIR", default_dir)),
-        n_ctx=int(getattr(settings, "LOCAL_MODEL_N_CTX", DEFAULT_N_CTX)),
-        n_threads=getattr(settings, "LOCAL_MODEL_THREADS", None),
-        chat_format=getattr(settings, "LOCAL_MODEL_CHAT_FORMAT", DEFAULT_CHAT_FORMAT),
+        state_dir=Path(settings.LOCAL_MODEL_DIR),
+        n_ctx=int(settings.LOCAL_MODEL_N_CTX),
+        n_threads=settings.LOCAL_MODEL_THREADS,
+        chat_format=settings.LOCAL_MODEL_CHAT_FORMAT,
     )
 
 

@@ -8,9 +8,28 @@ import tempfile
 
 import pytest
 from django.core.cache import cache
+from django.core.exceptions import ImproperlyConfigured
 
 from core import eventloop
 from tests.tools.conftest import web_server  # noqa: F401  (an HTTP server on loopback, for all)
+
+# A clean checkout has no var/secret_key (`manage.py prepare_instance` makes it; importing
+# the settings writes nothing): the tests bring a key of their own, for this process and
+# for the processes they start with its environment.
+TEST_SECRET_KEY = "django-insecure-agentsite-tests-" + "k" * 40
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from django.conf import settings
+
+    os.environ.setdefault("SECRET_KEY", TEST_SECRET_KEY)
+    try:
+        settings.SECRET_KEY  # noqa: B018  (Django refuses an empty one)
+    except ImproperlyConfigured:
+        settings.SECRET_KEY = os.environ["SECRET_KEY"]
+    # Nor var/staticfiles, which WhiteNoise warns about at every handler's start: static
+    # files come from the finders (WHITENOISE_USE_FINDERS), that folder stays empty.
+    config.addinivalue_line("filterwarnings", "ignore:No directory at.*staticfiles:UserWarning")
 
 
 @pytest.fixture(scope="session")
@@ -108,7 +127,7 @@ PROVIDER_KEY = "sk-provider-secret-key-do-not-leak-1234"
 @pytest.fixture
 def llm_server():
     """The scripted OpenAI-compatible server on a loopback port (real HTTP, real httpx)."""
-    from engine.llm.scripted_server import ScriptedServer
+    from testing.scripted_server import ScriptedServer
 
     with ScriptedServer() as server:
         yield server

@@ -28,13 +28,12 @@ from engine.approval import ApprovalRequest
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_TIMEOUT_SECONDS = 300.0
 # What a call gets when the decision it meets is not its own (never run on it).
 NOT_ITS_OWN = ToolApproval.Status.DENIED
 
 
 def approval_timeout() -> float:
-    return float(getattr(settings, "AGENTSITE_APPROVAL_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_SECONDS))
+    return float(settings.AGENTSITE_APPROVAL_TIMEOUT_SECONDS)
 
 
 class RunApprover:

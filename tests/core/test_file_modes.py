@@ -1,9 +1,11 @@
 """The app's data is private (issue 28): var/ and the media root 0700, their files 0600,
-whatever the umask, for a new install and for an existing one tightened at start.
+whatever the umask, for a new install and for an existing one tightened by
+``manage.py prepare_instance`` (issue 43: importing the settings writes nothing).
 
-Each case is a fresh Python process under umask 022 with its own AGENTSITE_VAR_DIR: it
-imports the settings, writes through SQLite (WAL) and saves a media file through
-Django's default storage, the way the app does.
+Each case runs fresh Python processes under umask 022 with their own AGENTSITE_VAR_DIR:
+``manage.py prepare_instance``, as ``make run`` does, then the app, which imports the
+settings, writes through SQLite (WAL) and saves a media file through Django's default
+storage, the way the app does.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ print(json.dumps(modes))
 """
 
 
-def _run_app(var: Path) -> dict[str, str]:
+def _env(var: Path, **extra: str) -> dict[str, str]:
     env = {
         key: value
         for key, value in os.environ.items()
@@ -48,20 +50,37 @@ def _run_app(var: Path) -> dict[str, str]:
             "DJANGO_SETTINGS_MODULE": "agentsite.settings",
             "AGENTSITE_VAR_DIR": str(var),
             "DEBUG": "true",
+            **extra,
         }
     )
+    return env
+
+
+def _python(var: Path, *args: str, **extra: str) -> str:
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT],
+        [sys.executable, *args],
         capture_output=True,
         text=True,
-        env=env,
+        env=_env(var, **extra),
         cwd=settings.BASE_DIR,
         umask=0o022,
         timeout=120,
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.splitlines()[-1])
+    return done.stdout
+
+
+def _prepare(var: Path, **extra: str) -> str:
+    return _python(var, "manage.py", "prepare_instance", **extra)
+
+
+def _run_app(var: Path) -> dict[str, str]:
+    return json.loads(_python(var, "-c", SCRIPT).splitlines()[-1])
+
+
+def _modes(var: Path) -> dict[str, str]:
+    return {str(path.relative_to(var)): oct(path.stat().st_mode & 0o777) for path in var.rglob("*")}
 
 
 def _assert_private(modes: dict[str, str]) -> None:
@@ -73,7 +92,16 @@ def _assert_private(modes: dict[str, str]) -> None:
 
 
 def test_a_new_install_is_private(tmp_path: Path):
-    _assert_private(_run_app(tmp_path / "var"))
+    var = tmp_path / "var"
+    _prepare(var)
+    assert _modes(var) == {
+        "secret_key": "0o600",
+        "db.sqlite3": "0o600",  # empty, so that SQLite gives its -wal and -shm its mode
+        "media": "0o700",
+        "staticfiles": "0o700",
+    }
+    assert oct(var.stat().st_mode & 0o777) == "0o700"
+    _assert_private(_run_app(var))
 
 
 def test_an_existing_install_is_tightened(tmp_path: Path):
@@ -85,4 +113,27 @@ def test_an_existing_install_is_tightened(tmp_path: Path):
         path = var / name
         path.write_text("django-insecure-old-key" if name == "secret_key" else "")
         path.chmod(0o644)
+    _prepare(var)
     _assert_private(_run_app(var))
+    assert (var / "secret_key").read_text() == "django-insecure-old-key"  # sessions survive
+
+
+def test_prepare_instance_is_idempotent(tmp_path: Path):
+    var = tmp_path / "var"
+    first = _prepare(var)
+    assert "created" in first and "a new development SECRET_KEY" in first
+    key, modes = (var / "secret_key").read_text(), _modes(var)
+    _run_app(var)  # the database now holds a table and the media an artifact
+    database = (var / "db.sqlite3").read_bytes()
+    again = _prepare(var)
+    assert "created" not in again and "instance ready" in again
+    assert (var / "secret_key").read_text() == key
+    assert (var / "db.sqlite3").read_bytes() == database
+    assert {name: _modes(var)[name] for name in modes} == modes
+
+
+def test_with_secret_key_in_the_environment_no_key_file_is_made(tmp_path: Path):
+    var = tmp_path / "var"
+    _prepare(var, SECRET_KEY="a-real-production-secret-" + "k" * 40)
+    assert not (var / "secret_key").exists()
+    assert _modes(var) == {"db.sqlite3": "0o600", "media": "0o700", "staticfiles": "0o700"}

@@ -25,7 +25,6 @@ from django.test import Client
 from django.urls import reverse
 
 from core.errors import ApplicationError
-from engine.llm.scripted_server import ScriptedServer
 from llms.discovery import (
     GENERIC_PRODUCT,
     discover_local_server,
@@ -35,6 +34,7 @@ from llms.discovery import (
 from llms.local_server import ServerInfo, get_server, reset_server
 from llms.models import LLMModel, Provider
 from llms.services import model_upsert, provider_upsert
+from testing.scripted_server import ScriptedServer
 from tests.llms.conftest import probe_rules
 
 pytestmark = pytest.mark.django_db

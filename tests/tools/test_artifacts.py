@@ -82,10 +82,10 @@ def test_file_and_conversation_quotas(media_root, conversation, run, settings):
 
 
 def test_default_limits_are_10_and_50_mb():
-    from tools.artifacts import ARTIFACT_CONVERSATION_MAX_BYTES, ARTIFACT_MAX_BYTES
+    from agentsite import settings as defaults  # the module: no test's override
 
-    assert ARTIFACT_MAX_BYTES == 10 * 1024 * 1024
-    assert ARTIFACT_CONVERSATION_MAX_BYTES == 50 * 1024 * 1024
+    assert defaults.ARTIFACT_MAX_BYTES == 10 * 1024 * 1024
+    assert defaults.ARTIFACT_CONVERSATION_MAX_BYTES == 50 * 1024 * 1024
 
 
 def test_persist_results_drops_over_quota_artifacts_with_a_note(
