@@ -10,7 +10,9 @@ that it lists every async view.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import sys
 
 from django.core.asgi import get_asgi_application
 
@@ -27,10 +29,11 @@ from django.core.wsgi import get_wsgi_application  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
 from conversations.routing import websocket_urlpatterns  # noqa: E402
-from conversations.runs import launcher, loops  # noqa: E402
+from conversations.runtime import start_for_server  # noqa: E402
+from core import runtime  # noqa: E402
 from core.checks import refuse_to_serve_without_key  # noqa: E402
 from core.origins import OriginCheck  # noqa: E402
-from core.runtime import tune_for_streaming, tune_garbage_collection, warm_up  # noqa: E402
+from core.tuning import tune_for_streaming, tune_garbage_collection, warm_up  # noqa: E402
 
 refuse_to_serve_without_key()
 tune_for_streaming()
@@ -47,13 +50,54 @@ router = ProtocolTypeRouter(
         "websocket": OriginCheck(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+
+
+def start_with_daphnes_reactor() -> None:
+    """Under daphne (``agentsite-server`` or plain ``daphne``), which does not speak the
+    lifespan protocol: the runtime starts when twisted's reactor starts, before its loop
+    serves anything, and closes before the reactor shuts down. Daphne imports this module
+    before it runs the reactor; under another server nothing happens here."""
+    if "daphne.server" not in sys.modules:  # daphne installs its reactor when imported
+        return
+    from twisted.internet import defer, reactor
+
+    def start() -> None:
+        loop = asyncio.get_event_loop_policy().get_event_loop()  # the reactor's, not running
+        started = start_for_server(loop)
+        reactor.addSystemEventTrigger(
+            "before",
+            "shutdown",
+            lambda: defer.Deferred.fromFuture(loop.create_task(started.aclose())),
+        )
+
+    reactor.callWhenRunning(start)
+
+
+start_with_daphnes_reactor()
 warm_up()
 tune_garbage_collection()  # last: the app is built
 
 
 async def application(scope, receive, send):
-    """Remember the server's loop (embedded runs execute on it), then route."""
-    if scope["type"] != "lifespan":
-        loops.bind_server_loop()
-        launcher.keep_sweeping()
+    """Route a connection; the lifespan protocol starts and closes the process's runtime
+    (daphne sends none: :func:`start_with_daphnes_reactor`)."""
+    if scope["type"] == "lifespan":
+        await lifespan(receive, send)
+        return
     await router(scope, receive, send)
+
+
+async def lifespan(receive, send) -> None:
+    """ASGI lifespan: the runtime on the server's loop from startup to shutdown."""
+    started = None
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            if runtime.primary_or_none() is None:
+                started = start_for_server(asyncio.get_running_loop())
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            if started is not None:
+                await started.aclose()
+            await send({"type": "lifespan.shutdown.complete"})
+            return

@@ -9,7 +9,17 @@ from __future__ import annotations
 import os
 
 from celery import Celery
-from celery.signals import worker_init, worker_ready
+from celery.concurrency import get_implementation
+from celery.concurrency.prefork import TaskPool as PreforkPool
+from celery.signals import (
+    worker_init,
+    worker_process_init,
+    worker_process_shutdown,
+    worker_ready,
+    worker_shutdown,
+)
+
+from core import runtime
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 
@@ -19,20 +29,43 @@ app.autodiscover_tasks()
 
 
 @worker_init.connect
-def _tune_worker(**_kwargs: object) -> None:
+def _tune_worker(sender: object, **_kwargs: object) -> None:
     # Here, not at the top: every manage.py command and server imports this module (through
-    # agentsite/__init__.py), and the runtime module loads the LLM client (about 0.5 s).
+    # agentsite/__init__.py), and these modules load the LLM client (about 0.5 s).
     from core.checks import refuse_to_serve_without_key
-    from core.runtime import tune_for_streaming
+    from core.tuning import tune_for_streaming
 
     refuse_to_serve_without_key()
     tune_for_streaming()
+    if get_implementation(sender.pool_cls) is not PreforkPool:  # type: ignore[attr-defined]
+        _start_runtime()  # the threads (or solo) pool: this process executes the tasks
+
+
+@worker_process_init.connect
+def _start_child_runtime(**_kwargs: object) -> None:
+    _start_runtime()  # a prefork child: a thread started before the fork is not in it
+
+
+def _start_runtime() -> None:
+    """The process's runtime: the run loop every task of this process executes on."""
+    # Here, not at the top: see _tune_worker.
+    from conversations.runtime import start_for_worker
+
+    start_for_worker()
+
+
+@worker_shutdown.connect
+@worker_process_shutdown.connect
+def _close_runtime(**_kwargs: object) -> None:
+    started = runtime.primary_or_none()
+    if started is not None:
+        started.close_from_outside()
 
 
 @worker_ready.connect
 def _freeze_worker_heap(**_kwargs: object) -> None:
     # Here, not at the top: see _tune_worker.
-    from core.runtime import tune_garbage_collection, warm_up
+    from core.tuning import tune_garbage_collection, warm_up
 
     warm_up()
     tune_garbage_collection()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import tempfile
@@ -9,8 +10,11 @@ import tempfile
 import pytest
 from django.core.cache import cache
 from django.core.exceptions import ImproperlyConfigured
+from pytest_asyncio import is_async_test
 
+from conversations.runtime import build, start_for_worker
 from core import eventloop
+from core import runtime as core_runtime
 from tests.tools.conftest import web_server  # noqa: F401  (an HTTP server on loopback, for all)
 
 # A clean checkout has no var/secret_key (`manage.py prepare_instance` makes it; importing
@@ -45,10 +49,23 @@ def fast_password_hasher(settings):
 
 
 @pytest.fixture(autouse=True)
-def no_background_sweep(settings):
-    """In-process tests that go through the ASGI app must not get a sweeper on their loop
-    (it would query from its own thread mid-test); tests of the sweep turn it on."""
-    settings.AGENTSITE_RUN_SWEEP_SECONDS = 0
+def runtime(request):
+    """The process's runtime, as a server or worker has one (conversations/runtime.py):
+    on an async test's own loop, where its runs then execute as on a server's; for a sync
+    test, on a run loop in a thread of its own, as a worker's. Closed after the test."""
+    if is_async_test(request.node):
+        yield request.getfixturevalue("runtime_on_test_loop")
+        return
+    started = start_for_worker()
+    yield started
+    started.close_from_outside()
+
+
+@pytest.fixture
+async def runtime_on_test_loop():
+    started = core_runtime.start_on(asyncio.get_running_loop(), build)
+    yield started
+    await started.aclose()
 
 
 @pytest.fixture(autouse=True)

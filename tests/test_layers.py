@@ -37,6 +37,7 @@ CONVERSATION_ROOMS = (
     "urls",
     "routing",
     "tasks",
+    "runtime",
     "admin",
     "apps",
     "management",

@@ -21,33 +21,41 @@ from conversations.runs.control import reaches_other_processes
 from conversations.runs.db import db
 from conversations.runs.publisher import FLUSH_INTERVAL, Entry
 from conversations.selectors import events_after
-from engine.loops import PerLoop
+from core import runtime
 
 logger = logging.getLogger(__name__)
 
-# The channel this process's event loop holds for its life (see keep_listening).
-_listening: PerLoop[dict[str, str]] = PerLoop(dict)
-
-
-async def keep_listening(layer: Any) -> None:
-    """Hold one channel of the layer for the life of the process's event loop.
+class HeldChannel:
+    """One channel of the layer held for the life of the process's runtime.
 
     channels_redis's pub/sub receiver sleeps 100 ms at a time while its process holds no
     subscription: once the last socket of a server closed, the first frames to the next
     one waited for the end of such a sleep. A channel that never closes keeps the receiver
-    reading.
+    reading. A part of the process's runtime (its closing lets the channel go with the
+    layer).
     """
-    if not reaches_other_processes(layer):
-        return
-    held = _listening.get()
-    if "channel" in held:
-        return
-    held["channel"] = ""  # taken before the await: sockets connecting meanwhile skip it
-    try:
-        held["channel"] = await layer.new_channel("agentsite.listening.")
-    except Exception:  # the socket works without it; the next connect tries again
-        del held["channel"]
-        logger.warning("could not hold a listening channel", exc_info=True)
+
+    def __init__(self) -> None:
+        self.channel: str | None = None
+        self._taking = False
+
+    async def hold(self, layer: Any) -> None:
+        """Take the channel unless held (or being taken): a socket's connect calls this,
+        so a failed take is tried again by the next one."""
+        if not reaches_other_processes(layer) or self.channel is not None or self._taking:
+            return
+        self._taking = True  # before the await: sockets connecting meanwhile skip it
+        try:
+            self.channel = await layer.new_channel("agentsite.listening.")
+        except Exception:  # the socket works without it
+            logger.warning("could not hold a listening channel", exc_info=True)
+        finally:
+            self._taking = False
+
+
+async def keep_listening(layer: Any) -> None:
+    """Hold the runtime's listening channel (see :class:`HeldChannel`)."""
+    await runtime.part(HeldChannel).hold(layer)
 
 
 async def release_channel(

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -27,8 +26,8 @@ from django.utils import timezone
 from conversations.models import Message, Run, ToolApproval
 from conversations.runs import loops
 from conversations.runs.db import DATABASE_OUTAGES, db
+from core import runtime
 from engine import CancelToken
-from engine.loops import PerLoop
 
 logger = logging.getLogger(__name__)
 
@@ -36,9 +35,6 @@ CONTROL_GROUP = "agentsite.run-control"
 
 Deliver = Callable[[int, str], None]  # (message id, content) of a follow-up
 RunState = tuple[bool, list[tuple[int, str]]]  # Stop requested; undelivered follow-ups
-
-_local: dict[int, RunControl] = {}
-_local_lock = threading.Lock()
 
 
 def heartbeat_interval() -> float:
@@ -64,9 +60,8 @@ def send_approval(run_id: int, call_id: str, status: str) -> None:
 
 
 def _send(run_id: int, message: dict[str, Any]) -> None:
-    with _local_lock:
-        control = _local.get(run_id)
-    if control is not None:
+    control = _local_control(run_id)
+    if control is not None and control.loop is not None:
         control.loop.call_soon_threadsafe(control.apply, message)
         return
     layer = get_channel_layer()
@@ -77,6 +72,16 @@ def _send(run_id: int, message: dict[str, Any]) -> None:
         loops.call(layer.group_send, CONTROL_GROUP, wake_up)
     except Exception:  # the heartbeat still finds the row
         logger.warning("could not send the wake-up for run %s", run_id, exc_info=True)
+
+
+def _local_control(run_id: int) -> RunControl | None:
+    """The control of ``run_id`` if one of this process's loops executes it."""
+    for each in runtime.every():
+        loop_runs = each.find(LoopControl)
+        control = loop_runs.runs.get(run_id) if loop_runs is not None else None
+        if control is not None:
+            return control
+    return None
 
 
 def reaches_other_processes(layer: Any) -> bool:
@@ -107,14 +112,9 @@ class RunControl:
     async def start(self) -> None:
         """Receive wake-ups from now on (before the run is claimed: none is missed)."""
         self.loop = asyncio.get_running_loop()
-        with _local_lock:
-            _local[self.run_id] = self
         await loop_control().add(self)
 
     async def stop(self) -> None:
-        with _local_lock:
-            if _local.get(self.run_id) is self:
-                del _local[self.run_id]
         loop_control().remove(self)
         if self._delivering is not None:
             self._delivering.cancel()
@@ -182,7 +182,8 @@ class RunControl:
 
 class LoopControl:
     """The runs executing on one event loop: one subscription to the wake-ups from other
-    processes (team mode), one heartbeat for all of them."""
+    processes (team mode), one heartbeat for all of them. A part of the process's runtime:
+    its tasks start with the loop's first run and end when the runtime closes."""
 
     def __init__(self) -> None:
         self.runs: dict[int, RunControl] = {}
@@ -203,15 +204,16 @@ class LoopControl:
             await self._subscribed.wait()
 
     def remove(self, control: RunControl) -> None:
-        """Stop watching ``control``'s run. The last run of a loop ends its tasks (a test's
-        loop closes, a server's may go quiet), except on a worker's run loop, which lives
-        as long as its process: the next run finds the subscription made."""
+        """Stop watching ``control``'s run (the subscription stays for the next run)."""
         if self.runs.get(control.run_id) is control:
             del self.runs[control.run_id]
-        if not self.runs and not loops.is_background_loop(asyncio.get_running_loop()):
-            for task in self._tasks:
-                task.cancel()
-            self._tasks, self._subscribed = [], None
+
+    async def aclose(self) -> None:
+        """End the heartbeat and the subscription (the process is stopping)."""
+        tasks, self._tasks, self._subscribed = self._tasks, [], None
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _receive(self, layer: Any, subscribed: asyncio.Event) -> None:
         channel = await layer.new_channel()
@@ -270,12 +272,9 @@ class LoopControl:
                 control.apply_decisions(decisions)
 
 
-_loop_controls: PerLoop[LoopControl] = PerLoop(LoopControl)
-
-
 def loop_control() -> LoopControl:
-    """The running loop's :class:`LoopControl`."""
-    return _loop_controls.get()
+    """The running loop's :class:`LoopControl` (a part of the process's runtime)."""
+    return runtime.part(LoopControl)
 
 
 # ------------------------------------------------------------------------- the rows

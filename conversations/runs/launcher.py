@@ -1,8 +1,8 @@
 """Where a run executes: the ASGI server's loop (embedded) or a Celery worker (team).
 
-Embedded runs are tasks on the server's loop (:mod:`conversations.runs.loops`), kept in a
-strong reference until they end. Every ASGI server also sweeps runs whose process died
-(:func:`keep_sweeping`), in both modes: a dead run is reported within
+Embedded runs are tasks on the server's loop, held by the process's runtime
+(:class:`RunTasks`) until they end. Every ASGI server's runtime also sweeps runs whose
+process died (:class:`Sweeper`), in both modes: a dead run is reported within
 ``AGENTSITE_RUN_STALE_SECONDS`` plus ``AGENTSITE_RUN_SWEEP_SECONDS``, whether or not a
 worker is alive or anyone loads a page.
 """
@@ -18,15 +18,14 @@ from django.conf import settings
 from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import RedisError
 
-from conversations.runs import lifecycle, loops
+from conversations.runs import lifecycle
 from conversations.runs.db import DATABASE_OUTAGES, db
 from conversations.runs.execution import execute_run
+from core import runtime
 from core.episodes import OutageLog
-from engine.loops import PerLoop
 
 logger = logging.getLogger(__name__)
 
-_tasks: dict[int, asyncio.Task] = {}
 QUEUE_OUTAGES = (BrokerError, RedisError)
 queue_unreachable = OutageLog("the task queue")
 
@@ -52,37 +51,60 @@ def launch(run_id: int) -> bool:
             return False
         queue_unreachable.recovered()
         return True
-    loops.run_loop().call_soon_threadsafe(_start, run_id)
+    runs = runtime.primary()
+    runs.loop.call_soon_threadsafe(runs.get(RunTasks).start, run_id)
     return True
 
 
-def _start(run_id: int) -> None:
-    """On the run loop: the run's task."""
-    _tasks[run_id] = asyncio.get_running_loop().create_task(_execute(run_id))
+class RunTasks:
+    """The runs executing on one event loop, each a task held until it ends (a part of the
+    process's runtime). Closing it cancels the runs left, as the process's end would: the
+    sweep reports them interrupted (issue 44 hands them over instead)."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[int, asyncio.Task[None]] = {}
+
+    def start(self, run_id: int) -> None:
+        """On the loop: the run's task."""
+        self.tasks[run_id] = asyncio.get_running_loop().create_task(self._execute(run_id))
+
+    async def _execute(self, run_id: int) -> None:
+        try:
+            outcome = await execute_run(run_id)
+        finally:
+            self.tasks.pop(run_id, None)
+        if outcome.followup_run_id is not None:
+            launch(outcome.followup_run_id)
+
+    async def wait_for(self, run_id: int) -> None:
+        """Await a run started on this loop (tests and benchmarks)."""
+        task = self.tasks.get(run_id)
+        if task is not None:
+            await asyncio.shield(task)
+
+    async def aclose(self) -> None:
+        tasks = list(self.tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _execute(run_id: int) -> None:
-    try:
-        outcome = await execute_run(run_id)
-    finally:
-        _tasks.pop(run_id, None)
-    if outcome.followup_run_id is not None:
-        launch(outcome.followup_run_id)
+class Sweeper:
+    """Sweeps stale runs from its loop now and every ``AGENTSITE_RUN_SWEEP_SECONDS`` (a
+    part of an ASGI server's runtime; a period of 0 turns it off)."""
 
+    def __init__(self) -> None:
+        self.task: asyncio.Task[None] | None = None
 
-def keep_sweeping() -> None:
-    """Sweep stale runs from the running loop now and every ``AGENTSITE_RUN_SWEEP_SECONDS``
-    for as long as it runs (the ASGI entry point calls this; once per loop). A period of
-    0 turns it off."""
-    if _sweep_period() > 0:
-        _sweepers.get()
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """From the loop's thread (it may not run yet)."""
+        if _sweep_period() > 0:
+            self.task = loop.create_task(_sweep_periodically())
 
-
-def stop_sweeping() -> None:
-    """Stop the running loop's sweeper, if it has one (a test's loop before it closes)."""
-    sweeper = _sweepers.peek()
-    if sweeper is not None:
-        sweeper.cancel()
+    async def aclose(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
 
 
 async def _sweep_periodically() -> None:
@@ -117,13 +139,6 @@ def _sweep_period() -> float:
     return settings.AGENTSITE_RUN_SWEEP_SECONDS
 
 
-_sweepers: PerLoop[asyncio.Task[None]] = PerLoop(
-    lambda: asyncio.get_running_loop().create_task(_sweep_periodically())
-)
-
-
 async def wait_for(run_id: int) -> None:
     """Await an embedded run started on this loop (tests and benchmarks)."""
-    task = _tasks.get(run_id)
-    if task is not None:
-        await asyncio.shield(task)
+    await runtime.part(RunTasks).wait_for(run_id)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from engine.loops import PerLoop
+from core import runtime
 
 __all__ = ["MAX_FRAME_INTERVAL", "FramePacer", "pacer"]
 
@@ -29,7 +29,8 @@ FIRST_STEP = 0.01  # seconds: the interval's first step up from zero
 
 
 class FramePacer:
-    """The frame interval of every run on one event loop (one per loop: ``pacer()``)."""
+    """The frame interval of every run on one event loop (a part of the process's runtime:
+    ``pacer()``)."""
 
     def __init__(
         self,
@@ -62,9 +63,6 @@ class FramePacer:
             self._interval = halved if halved >= FIRST_STEP else 0.0
 
 
-_pacers: PerLoop[FramePacer] = PerLoop(FramePacer)
-
-
 def pacer() -> FramePacer:
     """The running loop's frame pacer."""
-    return _pacers.get()
+    return runtime.part(FramePacer)

@@ -41,9 +41,9 @@ from conversations.runs import loops
 from conversations.runs.db import DATABASE_OUTAGES, db, log_db, patiently
 from conversations.runs.pacing import pacer
 from conversations.selectors import run_inject_ids
+from core import runtime
 from core.episodes import OutageLog
 from engine.events import AgentEvent, AnswerDelta, ErrorEvent, IterationDone, ThoughtDelta
-from engine.loops import PerLoop
 
 logger = logging.getLogger(__name__)
 layer_unreachable = OutageLog("the channel layer")
@@ -303,6 +303,13 @@ class EventWriter:
         if self._soon:
             self._timer = asyncio.ensure_future(self._write_later())
 
+    async def aclose(self) -> None:
+        """Write what is waiting for the next round now (the process is stopping)."""
+        if self._timer is not None:
+            self._timer.cancel()
+        publishers, self._soon = list(self._soon.values()), {}
+        await self.write(publishers)
+
     async def write(self, publishers: list[RunPublisher]) -> None:
         """Write the unwritten events of ``publishers`` now (one transaction, in order)."""
         async with self._lock:
@@ -315,12 +322,9 @@ class EventWriter:
                 publisher.db_writes += 1
 
 
-_writers: PerLoop[EventWriter] = PerLoop(EventWriter)
-
-
 def writer() -> EventWriter:
-    """The running loop's event writer."""
-    return _writers.get()
+    """The running loop's event writer (a part of the process's runtime)."""
+    return runtime.part(EventWriter)
 
 
 def write_events(batches: list[tuple[int, list[Entry]]]) -> None:

@@ -60,7 +60,6 @@ from engine.llm.base import (
     default_abilities,
 )
 from engine.llm.transport import AsyncioTransport
-from engine.loops import PerLoop
 from engine.messages import ChatMessage, ToolCall, Usage
 
 __all__ = [
@@ -257,7 +256,12 @@ def _new_call_id() -> str:
 
 
 class OpenAICompatibleLLM:
-    """An :class:`~engine.llm.base.LLM` speaking ``/chat/completions``."""
+    """An :class:`~engine.llm.base.LLM` speaking ``/chat/completions``.
+
+    ``transport`` is how its requests go out, e.g. a :class:`ConnectionPool` shared by
+    the runs of one event loop; without one the client opens connections of its own and
+    closes them in :meth:`aclose`.
+    """
 
     backoff_base = 0.5
     backoff_cap = 20.0
@@ -307,7 +311,7 @@ class OpenAICompatibleLLM:
             self._client = httpx.AsyncClient(
                 timeout=httpx.Timeout(self.timeout),
                 headers=headers,
-                transport=self._transport or _SharedPool(),
+                transport=self._transport or new_transport(),
                 verify=_ssl_context(),
             )
             self._client_loop = loop
@@ -563,27 +567,41 @@ def _ssl_context() -> ssl.SSLContext:
 # Every streaming run holds a connection for its whole answer: no cap on open connections
 # (a worker's --concurrency bounds them); keep some idle ones for the next runs.
 POOL_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=64)
-_pools: PerLoop[AsyncioTransport] = PerLoop(
-    lambda: AsyncioTransport(ssl_context=_ssl_context(), limits=POOL_LIMITS)
-)
 
 
-class _SharedPool(httpx.AsyncBaseTransport):
-    """The running loop's one connection pool, shared by every client of this module.
+def new_transport() -> AsyncioTransport:
+    return AsyncioTransport(ssl_context=_ssl_context(), limits=POOL_LIMITS)
+
+
+class ConnectionPool:
+    """One event loop's connections to LLM providers, shared by every client on that loop.
 
     A client is built per run (a run builds its LLM); a pool per client would open a new
-    TCP and TLS connection to the provider for every run. Closing a client leaves the
-    pool open.
+    TCP and TLS connection to the provider for every run. Clients send through
+    :attr:`transport` without closing it; the pool's owner (the process's runtime)
+    closes it.
     """
 
     def __init__(self) -> None:
-        self._shared = _pools.get()
+        self.transport = new_transport()
+
+    def lend(self) -> httpx.AsyncBaseTransport:
+        """The pool's transport for one client: closing the client leaves it open."""
+        return _Lent(self.transport)
+
+    async def aclose(self) -> None:
+        await self.transport.aclose()
+
+
+class _Lent(httpx.AsyncBaseTransport):
+    def __init__(self, shared: httpx.AsyncBaseTransport) -> None:
+        self._shared = shared
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         return await self._shared.handle_async_request(request)
 
     async def aclose(self) -> None:
-        """The pool outlives this client (it goes with its event loop)."""
+        """The pool outlives the client."""
 
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")

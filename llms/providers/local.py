@@ -16,6 +16,7 @@ from typing import Any
 
 from engine.llm.base import ChatDelta, ChatResponse, LLMError
 from engine.llm.openai import OpenAICompatibleLLM
+from llms.connections import RuntimeConnections
 from llms.local_server import LocalModelError, LocalServer, ServerInfo, get_server
 from llms.providers import ModelRow, ProviderRow
 
@@ -79,4 +80,5 @@ def build_llm(
             "max_tokens": model.max_output_tokens or DEFAULT_MAX_TOKENS,
             "temperature": DEFAULT_TEMPERATURE,
         },
+        transport=RuntimeConnections(),
     )

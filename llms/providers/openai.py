@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.views.decorators.debug import sensitive_variables
 
 from engine.llm.openai import OpenAICompatibleLLM
+from llms.connections import RuntimeConnections
 from llms.providers import ModelRow, ProviderRow
 
 LABEL = "OpenAI-compatible"
@@ -24,4 +25,5 @@ def build_llm(
         timeout=float(provider.timeout),
         max_retries=DEFAULT_MAX_RETRIES if max_retries is None else max_retries,
         extra_headers=provider.extra_headers,
+        transport=RuntimeConnections(),
     )

@@ -17,8 +17,9 @@ from django.utils import timezone
 from agentsite.asgi import application
 from conversations import selectors, services
 from conversations.models import Run, RunEvent
-from conversations.runs import launcher, lifecycle
+from conversations.runs import lifecycle
 from conversations.runs.control import mark_followup_delivered
+from conversations.runs.launcher import Sweeper
 from conversations.runs.publisher import IDLE_GAP, RunPublisher
 from engine.events import AnswerDelta, IterationDone, IterationStart, ThinkingStart
 
@@ -319,13 +320,14 @@ async def test_a_reload_shows_a_follow_up_delivered_but_not_yet_taken_in(client,
     await socket.disconnect()
 
 
-async def test_the_server_reports_a_dead_run_without_a_page_load(user, setup_run, settings):
+async def test_the_server_reports_a_dead_run_without_a_page_load(
+    user, setup_run, settings, runtime
+):
     """A run whose process died is reported by the server's own periodic sweep: no page
     load, no post, no worker needed (an API client or an open socket sees it)."""
     settings.AGENTSITE_RUN_SWEEP_SECONDS = 0.1
     settings.AGENTSITE_RUN_STALE_SECONDS = 0.5  # it judges once the database answered so long
-    request = HttpCommunicator(application, "GET", "/api/models")  # any request to the app
-    assert (await request.get_response())["status"] == 401
+    runtime.add(Sweeper()).start(asyncio.get_running_loop())  # as a server's runtime has
     conversation, run = await sync_to_async(setup_run)()
 
     def die() -> None:  # claimed, then its process stopped heart-beating long ago
@@ -341,7 +343,6 @@ async def test_the_server_reports_a_dead_run_without_a_page_load(user, setup_run
 
     swept = await Run.objects.aget(pk=run.pk)
     assert swept.status == Run.Status.FAILED and "interrupted" in swept.error
-    launcher.stop_sweeping()
 
 
 async def test_a_dead_runs_sent_numbers_are_never_reused(client, user, setup_run, monkeypatch):

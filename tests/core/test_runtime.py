@@ -1,60 +1,88 @@
-"""Interpreter tuning of the streaming processes, checked in a fresh interpreter."""
+"""The process's runtime (core/runtime.py): built once, found from its loop, closed in
+reverse order; code on a loop without one is told so."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
+import asyncio
+import threading
 
-from core.runtime import WARM_TEMPLATES, YOUNG_COLLECTION_THRESHOLD
+import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-
-PROBE = """
-import gc, json, sys
-import agentsite.asgi
-from django.template import engines
-from engine.llm.openai import _ssl_context
-
-state = {"frozen": gc.get_freeze_count(), "young": gc.get_threshold()[0]}
-cached = [
-    name
-    for wrapper in engines["django"].engine.template_loaders
-    for loader in getattr(wrapper, "loaders", [wrapper])
-    for name in getattr(loader, "get_template_cache", {})
-]
-warm = {
-    "templates": sorted(cached),
-    "tls": _ssl_context.cache_info().currsize,
-}
-print(json.dumps({**state, "switch": sys.getswitchinterval(), "warm": warm}))
-"""
+from core import runtime as core_runtime
+from core.runtime import NoRuntime
 
 
-def test_the_asgi_server_tunes_the_collector_and_hands_the_gil_over_often():
-    """Full collections would walk every object Django and the app allocated at start-up
-    (pauses mid-stream); the ASGI entry point freezes them once the app is built."""
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "agentsite.settings"}
-    result = subprocess.run(
-        [sys.executable, "-c", PROBE], cwd=REPO, env=env, capture_output=True, text=True,
-        timeout=120, check=True,
-    )  # fmt: skip
-    state = json.loads(result.stdout.strip().splitlines()[-1])
-    assert state["frozen"] > 50_000  # Django, the apps and the URLconf's views
-    assert state["young"] == YOUNG_COLLECTION_THRESHOLD  # CPython default: 700
-    assert state["switch"] == 0.001
+class Part:
+    def __init__(self, name: str, closed: list[str]) -> None:
+        self.name, self.closed = name, closed
+
+    async def aclose(self) -> None:
+        self.closed.append(self.name)
 
 
-def test_the_asgi_server_loads_what_the_first_run_needs_before_serving():
-    """The first run after a start must not compile templates or load the TLS context
-    while its user waits: the server does that while it starts."""
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "agentsite.settings"}
-    result = subprocess.run(
-        [sys.executable, "-c", PROBE], cwd=REPO, env=env, capture_output=True, text=True,
-        timeout=120, check=True,
-    )  # fmt: skip
-    warm = json.loads(result.stdout.strip().splitlines()[-1])["warm"]
-    assert set(WARM_TEMPLATES) <= set(warm["templates"])
-    assert warm["tls"] == 1
+class First(Part):
+    pass
+
+
+class Second(Part):
+    pass
+
+
+class Broken(Part):
+    async def aclose(self) -> None:
+        raise OSError("cannot close")
+
+
+async def test_parts_are_found_from_their_loop_and_closed_last_first(runtime: core_runtime.Runtime):
+    """The suite's fixture runtime is this loop's; another loop of the process (a test's
+    second runtime) holds its own parts, closed in reverse order even past a failure."""
+    closed: list[str] = []
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    def build(parts: core_runtime.Runtime) -> None:
+        parts.add(First("first", closed))
+        parts.add(Broken("broken", closed))
+        parts.add(Second("second", closed))
+
+    async def on_its_loop() -> core_runtime.Runtime:
+        return core_runtime.start_on(loop, build, primary=False)
+
+    other = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(on_its_loop(), loop))
+    try:
+        assert (
+            core_runtime.current() is core_runtime.primary()
+        )  # this loop: the fixture's, not other
+        assert core_runtime.part_or_none(First) is None
+
+        async def found() -> str:
+            return core_runtime.part(First).name
+
+        assert await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(found(), loop)) == "first"
+        assert other in core_runtime.every()
+        other.close_from_outside()
+        assert closed == ["second", "first"]  # the broken one logged, the rest closed
+        assert other not in core_runtime.every() and other.closed
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
+
+
+async def test_a_loop_gets_one_runtime_and_a_process_one_primary(runtime: core_runtime.Runtime):
+    with pytest.raises(RuntimeError, match="has a runtime already"):
+        core_runtime.start_on(asyncio.get_running_loop(), lambda parts: None, primary=False)
+    with pytest.raises(RuntimeError, match="primary runtime already"):
+        core_runtime.start_in_thread(lambda parts: None)
+    runtime.add(First("once", []))
+    with pytest.raises(ValueError, match="already has a First"):
+        runtime.add(First("twice", []))
+
+
+def test_code_on_a_loop_without_a_runtime_is_told_what_starts_one():
+    async def needs_one() -> None:
+        core_runtime.part(First)
+
+    with pytest.raises(NoRuntime, match="agentsite-server, the Celery worker"):
+        asyncio.run(needs_one())

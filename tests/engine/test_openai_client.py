@@ -24,6 +24,7 @@ from engine.llm.base import (
     UnavailableError,
 )
 from engine.llm.openai import (
+    ConnectionPool,
     OpenAICompatibleLLM,
     decode_arguments,
     map_http_error,
@@ -49,8 +50,10 @@ MakeLLM = Callable[..., OpenAICompatibleLLM]
 
 @pytest.fixture
 async def make_llm(scripted_server: ScriptedServer) -> AsyncIterator[MakeLLM]:
-    """Build clients for the scripted server; fast backoff; all closed at teardown."""
+    """Build clients for the scripted server, sharing one connection pool as a process's
+    runs do; fast backoff; all closed at teardown."""
     made: list[OpenAICompatibleLLM] = []
+    pool = ConnectionPool()
 
     def make(**kwargs: object) -> OpenAICompatibleLLM:
         options: dict = {
@@ -58,6 +61,7 @@ async def make_llm(scripted_server: ScriptedServer) -> AsyncIterator[MakeLLM]:
             "api_key": "sk-test",
             "model": "test-model",
             "max_retries": 0,
+            "transport": pool.lend(),
         }
         options.update(kwargs)
         llm = OpenAICompatibleLLM(**options)
@@ -68,6 +72,7 @@ async def make_llm(scripted_server: ScriptedServer) -> AsyncIterator[MakeLLM]:
     yield make
     for llm in made:
         await llm.aclose()
+    await pool.aclose()
 
 
 async def collect(stream: AsyncIterator[ChatDelta]) -> list[ChatDelta]:

@@ -15,9 +15,11 @@ import pytest_asyncio
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Group
 
+from conversations.runtime import build
+from core import runtime
 from tests.tools.conftest import TIME_SERVER_STDIO_ARGS, free_port
 from tools.mcp.client import MCPConnectionError, MCPEndpoint, mcp_call_tool, mcp_list_tools
-from tools.mcp.pool import mcp_sessions_close, session_pool
+from tools.mcp.pool import session_pool
 from tools.mcp.services import (
     amcp_server_refresh,
     mcp_server_refresh,
@@ -36,9 +38,11 @@ module_loop = pytest.mark.asyncio(loop_scope="module")
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module", autouse=True)
-async def _close_mcp_sessions():
-    yield
-    await mcp_sessions_close()
+async def module_runtime():
+    """A runtime on the module's loop: its session pool serves every test, then closes."""
+    started = runtime.start_on(asyncio.get_running_loop(), build, primary=False)
+    yield started
+    await started.aclose()
 
 
 @module_loop

@@ -29,7 +29,7 @@ import pytest
 from django.conf import settings
 
 from engine import ToolResult
-from tools.builtin.python_exec import build
+from tools.builtin.python_exec import SandboxSlots, build
 from tools.registry import ToolContext
 from tools.sandbox import SandboxLimits, bwrap, pick_interpreter, sandbox_problems
 from tools.sandbox.checks import check_python_sandbox
@@ -476,10 +476,11 @@ print("RESULT", json.dumps(out))
     }  # fmt: skip
 
 
-async def test_sandboxes_at_once_are_capped(settings):
+async def test_sandboxes_at_once_are_capped(settings, runtime):
     """Each sandbox holds its own memory bound: more than the cap at once wait for a slot,
     so the host's RAM is bounded by the cap times one sandbox's bound."""
     settings.AGENTSITE_SANDBOX_CONCURRENCY = 2
+    runtime.get(SandboxSlots).semaphore = asyncio.Semaphore(2)  # as a process started so
     code = """
     import json, time
     started = time.time()

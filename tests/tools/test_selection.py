@@ -16,7 +16,6 @@ from engine.selection import TOOL_SELECTION_MAX, TOOL_SELECTION_THRESHOLD
 from testing.scripted_llm import ScriptedLLM
 from tests.tools.conftest import TIME_SERVER_STDIO_ARGS
 from tools.builtin import calculator, current_time, http_request, python_exec, web_fetch, web_search
-from tools.mcp.pool import mcp_sessions_close
 from tools.mcp.services import amcp_server_refresh, mcp_tools_for_user
 from tools.models import MCPServer
 from tools.registry import ToolContext
@@ -48,37 +47,34 @@ async def test_many_mcp_tools_trigger_selection(user, mcp_http_url):
     http = await MCPServer.objects.acreate(
         name="clock", transport="http", url=mcp_http_url, timeout=20
     )
-    try:
-        for row in (stdio, http):
-            assert (await amcp_server_refresh(row)).tool_count == 2
-        registry = await sync_to_async(_registry)(user, ToolContext(user_id=user.pk))
-        assert len(registry) > TOOL_SELECTION_THRESHOLD
-        assert {"time__get_current_time", "clock__convert_time"} <= set(registry.names())
+    for row in (stdio, http):
+        assert (await amcp_server_refresh(row)).tool_count == 2
+    registry = await sync_to_async(_registry)(user, ToolContext(user_id=user.pk))
+    assert len(registry) > TOOL_SELECTION_THRESHOLD
+    assert {"time__get_current_time", "clock__convert_time"} <= set(registry.names())
 
-        llm = ScriptedLLM(
-            [
-                {
-                    "tool_calls": [
-                        {
-                            "name": "select_tools",
-                            "arguments": {"tools": ["time__get_current_time", "calculator"]},
-                        }
-                    ]
-                },
-                {
-                    "tool_calls": [
-                        {"name": "time__get_current_time", "arguments": {"timezone": "Asia/Tokyo"}}
-                    ]
-                },
-                "It is evening in Tokyo.",
-            ],
-            abilities={"tool_call": True},
-        )
-        events = []
-        agent = ReActAgent(llm, registry, on_event=events.append, max_iterations=5)
-        result = await agent.run("Tokyo now?")
-    finally:
-        await mcp_sessions_close()
+    llm = ScriptedLLM(
+        [
+            {
+                "tool_calls": [
+                    {
+                        "name": "select_tools",
+                        "arguments": {"tools": ["time__get_current_time", "calculator"]},
+                    }
+                ]
+            },
+            {
+                "tool_calls": [
+                    {"name": "time__get_current_time", "arguments": {"timezone": "Asia/Tokyo"}}
+                ]
+            },
+            "It is evening in Tokyo.",
+        ],
+        abilities={"tool_call": True},
+    )
+    events = []
+    agent = ReActAgent(llm, registry, on_event=events.append, max_iterations=5)
+    result = await agent.run("Tokyo now?")
 
     phases = [e for e in events if isinstance(e, Phase)]
     assert phases and phases[0].phase == "selecting_tools"

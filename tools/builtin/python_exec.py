@@ -16,29 +16,31 @@ from typing import Any
 from django.conf import settings
 
 import tools.sandbox.checks  # noqa: F401  (registers the sandbox's system check)
+from core import runtime
 from engine import Tool, ToolResult
-from engine.loops import PerLoop
 from tools.artifacts import persist_artifacts
 from tools.registry import ToolContext, ToolSpec, register
 from tools.sandbox import GRACE_SECONDS, SandboxLimits, SandboxUnavailable, run_python
 
-__all__ = ["python_exec"]
+__all__ = ["SandboxSlots", "python_exec"]
 
 DEFAULTS = SandboxLimits()
 MAX_CODE_CHARS = 50_000
 
 
-# Sandboxes running at once on one event loop (a worker's, or the embedded server's): each
-# holds its own memory and disk bound, so the host's RAM is bounded by this many of them.
-_slots: PerLoop[asyncio.Semaphore] = PerLoop(
-    lambda: asyncio.Semaphore(settings.AGENTSITE_SANDBOX_CONCURRENCY)
-)
+class SandboxSlots:
+    """Sandboxes running at once on one event loop (a worker's, or the embedded server's):
+    each holds its own memory and disk bound, so the host's RAM is bounded by this many of
+    them. A part of the process's runtime."""
+
+    def __init__(self) -> None:
+        self.semaphore = asyncio.Semaphore(settings.AGENTSITE_SANDBOX_CONCURRENCY)
 
 
 async def python_exec(code: str, limits: SandboxLimits) -> ToolResult:
     if len(code) > MAX_CODE_CHARS:
         return ToolResult(f"Error: code longer than {MAX_CODE_CHARS:,} characters", is_error=True)
-    slots = _slots.get()
+    slots = runtime.part(SandboxSlots).semaphore
     try:
         async with asyncio.timeout(limits.wall_seconds):
             await slots.acquire()

@@ -41,7 +41,8 @@ T = TypeVar("T")
 async def _with_connection(
     endpoint: MCPEndpoint, reuse: bool, operation: Callable[[Client], Awaitable[T]]
 ) -> T:
-    if not reuse:
+    pool = session_pool() if reuse else None
+    if pool is None:  # asked so, or a loop without the process's runtime (one-off session)
         done: list[T] = []
         try:
             async with mcp_connect(endpoint) as connection:
@@ -51,7 +52,7 @@ async def _with_connection(
                 raise
             logger.warning("MCP %s: error while closing the session: %s", endpoint.name, exc)
         return done[0]
-    return await session_pool().run(endpoint, operation)
+    return await pool.run(endpoint, operation)
 
 
 async def mcp_list_tools(endpoint: MCPEndpoint, *, reuse: bool = True) -> list[MCPToolInfo]:

@@ -7,9 +7,9 @@ for ``idle_timeout`` seconds, is discarded after a failure, or the loop shuts do
 (``asyncio.run`` cancels the task, which closes the session and stops the process).
 Calls run in the caller's task, concurrently, on the shared session.
 
-Pools are per event loop because sessions are bound to the loop that opened them: the
-embedded server's long-lived loop keeps its pool; each Celery run (``asyncio.run``) gets
-its own, cleaned up with that loop.
+Sessions are bound to the loop that opened them, so a pool belongs to one loop: the
+process's runtime holds the pool of its run loop (the embedded server's, a worker's) and
+closes it when the process stops. A loop without a runtime opens a session per call.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from typing import Any, TypeVar
 
 from mcp import Client
 
-from engine.loops import PerLoop
+from core import runtime
 from tools.mcp.connection import MCPConnection, MCPConnectionError, MCPEndpoint, mcp_connect
 
-__all__ = ["IDLE_TIMEOUT", "MCPSessionPool", "mcp_sessions_close", "session_pool"]
+__all__ = ["IDLE_TIMEOUT", "MCPSessionPool", "session_pool"]
 
 logger = logging.getLogger(__name__)
 
@@ -128,23 +128,13 @@ class MCPSessionPool:
                 session.last_used = loop.time()
         raise MCPConnectionError(f"MCP server '{endpoint.name}': could not reconnect")
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         sessions = list(self._sessions.values())
         for session in sessions:
             session.close()
         await asyncio.gather(*(s.task for s in sessions), return_exceptions=True)
 
 
-_POOLS: PerLoop[MCPSessionPool] = PerLoop(MCPSessionPool)
-
-
-def session_pool() -> MCPSessionPool:
-    """The running loop's pool."""
-    return _POOLS.get()
-
-
-async def mcp_sessions_close() -> None:
-    """Close every MCP session of the running loop (tests; a worker shutting down)."""
-    pool = _POOLS.peek()
-    if pool is not None:
-        await pool.close()
+def session_pool() -> MCPSessionPool | None:
+    """The running loop's pool (a part of the process's runtime), if it has one."""
+    return runtime.part_or_none(MCPSessionPool)

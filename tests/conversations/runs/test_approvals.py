@@ -26,7 +26,6 @@ from engine.cancel import CancelToken
 from engine.events import Approval
 from tests.conversations.running import execute
 from tests.tools.conftest import TIME_SERVER_STDIO_ARGS
-from tools.mcp.pool import mcp_sessions_close
 from tools.mcp.services import amcp_server_refresh
 from tools.models import MCPServer, ToolConfig
 from tools.registry import register, spec_for_tool
@@ -374,20 +373,17 @@ async def test_an_mcp_servers_tools_wait_for_approval_when_its_row_says_so(
     call = {"name": "notes__write_note", "arguments": {"text": "buy milk"}}
     llm_server.push({"tool_calls": [{"id": "t1", **call}]}, {"content": "Noted."})
     _, run, running, layer, channel = await watched_run(user, "note: buy milk")
-    try:
-        frames = await frames_until_approval(layer, channel)
-        request = next(f for f in frames if is_request(f))["payload"]
-        assert (request["tool_name"], request["tool_args"]) == (call["name"], call["arguments"])
-        assert not notes.exists()  # waiting: the server was not called
-        await sync_to_async(client.force_login)(user)
-        await sync_to_async(client.post)(
-            f"/runs/{run.pk}/approvals/{request['call_id']}/",
-            {"decision": decision},
-            HTTP_HX_REQUEST="true",
-        )
-        assert await asyncio.wait_for(running, 30) == "succeeded"
-    finally:
-        await mcp_sessions_close()
+    frames = await frames_until_approval(layer, channel)
+    request = next(f for f in frames if is_request(f))["payload"]
+    assert (request["tool_name"], request["tool_args"]) == (call["name"], call["arguments"])
+    assert not notes.exists()  # waiting: the server was not called
+    await sync_to_async(client.force_login)(user)
+    await sync_to_async(client.post)(
+        f"/runs/{run.pk}/approvals/{request['call_id']}/",
+        {"decision": decision},
+        HTTP_HX_REQUEST="true",
+    )
+    assert await asyncio.wait_for(running, 30) == "succeeded"
     observation = llm_server.requests[1]["messages"][-1]["content"]
     if runs:
         assert notes.read_text() == "buy milk\n" and "noted: buy milk" in observation
@@ -420,19 +416,16 @@ async def test_an_mcp_tool_ticked_on_its_servers_row_waits_and_the_others_do_not
         {"content": "Noted."},
     )
     _, run, running, layer, channel = await watched_run(user, "Tokyo time, and noon UTC there?")
-    try:
-        frames = await frames_until_approval(layer, channel)
-        request = next(f for f in frames if is_request(f))["payload"]
-        assert (request["tool_name"], request["tool_args"]) == ("clock__convert_time", convert)
-        await sync_to_async(client.force_login)(user)
-        await sync_to_async(client.post)(
-            f"/runs/{run.pk}/approvals/{request['call_id']}/",
-            {"decision": "deny"},
-            HTTP_HX_REQUEST="true",
-        )
-        assert await asyncio.wait_for(running, 30) == "succeeded"
-    finally:
-        await mcp_sessions_close()
+    frames = await frames_until_approval(layer, channel)
+    request = next(f for f in frames if is_request(f))["payload"]
+    assert (request["tool_name"], request["tool_args"]) == ("clock__convert_time", convert)
+    await sync_to_async(client.force_login)(user)
+    await sync_to_async(client.post)(
+        f"/runs/{run.pk}/approvals/{request['call_id']}/",
+        {"decision": "deny"},
+        HTTP_HX_REQUEST="true",
+    )
+    assert await asyncio.wait_for(running, 30) == "succeeded"
     results = {
         m["tool_call_id"]: m["content"]
         for m in llm_server.requests[1]["messages"]
