@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from conversations.live.eventlog import HeldChannel
+from conversations.live.frames import LiveFrames
 from conversations.runs.control import LoopControl
 from conversations.runs.launcher import RunTasks, Sweeper
 from conversations.runs.pacing import FramePacer
@@ -32,6 +33,7 @@ def build(parts: Runtime, *, sweeps: bool = False) -> None:
     parts.add(EventWriter())
     parts.add(LoopControl())
     parts.add(HeldChannel())
+    parts.add(LiveFrames())
     parts.add(RunTasks())
     if sweeps:
         parts.add(Sweeper()).start(parts.loop)

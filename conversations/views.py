@@ -20,8 +20,8 @@ from conversations.models import AgentMode
 from conversations.pages import timeline as page_timeline
 from conversations.pages.rendering import RunView, StepItem, render_run_block
 from conversations.pages.sidebar import sidebar_page
+from conversations.pages.timeline import logged_run_view
 from conversations.runs import lifecycle
-from conversations.runs.publisher import logged_run_view
 from conversations.starting import conversation_start
 from core.errors import ApplicationError
 from llms.selectors import default_model_for_user, models_for_user

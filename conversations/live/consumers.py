@@ -1,4 +1,4 @@
-"""Websocket consumer: pushes a conversation's rendered events to its owner.
+"""Websocket consumer: pushes a conversation's events, rendered here, to its owner.
 
 Connect: authenticate, join the group, check ownership (not the owner: leave the group
 and close), ``accept()``, then catch up from the log. The catch-up re-renders every
@@ -30,9 +30,11 @@ from conversations.live.eventlog import (
     keep_listening,
     read_through,
 )
+from conversations.live.frames import LiveFrames
 from conversations.pages import timeline
 from conversations.runs.db import db
 from conversations.runs.publisher import conversation_group
+from core import runtime
 from core.converters import DB_ID_MAX
 
 logger = logging.getLogger(__name__)
@@ -138,7 +140,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self.close(code=1011)
 
     async def run_event(self, message: dict) -> None:
-        """A live event from the publisher: forward its rendered frame once."""
+        """A live event from the publisher: render it (once per server) and forward its
+        frame once."""
         seq = message["seq"]
         prev = message.get("prev", seq - 1)  # the event before it (numbers have gaps)
         if prev > self.last_seq:  # sent before this socket joined: catch up first
@@ -146,8 +149,9 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         if seq <= self.last_seq:
             return
         self.last_seq = seq
-        if message.get("html"):
-            await self.send(text_data=message["html"])
+        html = await runtime.part(LiveFrames).html(message)
+        if html:
+            await self.send(text_data=html)
 
     async def _catch_up(self, *, through: int) -> None:
         """Re-render the runs with logged events after the last frame sent, once the log

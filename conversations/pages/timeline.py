@@ -159,3 +159,44 @@ def catch_up_frames(*, conversation_id: int, after_seq: int) -> tuple[list[str],
         if leftovers := view.followup_frame():
             frames.append(leftovers)
     return frames, last_seq
+
+
+def logged_run_view(run_id: int) -> RunView:
+    """A run's render state from its log: its steps (open tool cards, approvals), the
+    answer text that reached the log, the follow-ups it took in."""
+    stored = list(
+        RunEvent.objects.filter(run_id=run_id)
+        .order_by("seq")
+        .values_list("seq", "channel", "payload")
+    )
+    return build_run_view(run_id, stored, run_inject_ids(run_id))
+
+
+# Events whose frame shows what the run's rows say besides the event: the follow-up taken
+# in (its message id), the end (the answer's message for its pin, whether Continue works).
+READS_ROWS = frozenset({"inject", "done", "error", "saved"})
+
+
+def live_run_view(run_id: int, through: int) -> RunView:
+    """A run's render state from its logged events numbered up to ``through`` (a web
+    server that starts showing a run mid-way)."""
+    stored = list(
+        RunEvent.objects.filter(run_id=run_id, seq__lte=through)
+        .order_by("seq")
+        .values_list("seq", "channel", "payload")
+    )
+    view = build_run_view(run_id, stored, [])
+    read_run_rows(view)
+    return view
+
+
+def read_run_rows(view: RunView) -> None:
+    """What the run's rows add to its events: the follow-ups it took in (in delivery
+    order), its saved answer's message, whether a paused run kept its trace."""
+    view.inject_ids = run_inject_ids(view.run_id)
+    view.assistant_message = (
+        Message.objects.filter(run_id=view.run_id, role=Message.Role.ASSISTANT)
+        .order_by("-seq")
+        .first()
+    )
+    view.resumable = Run.objects.filter(pk=view.run_id, resume_trace__isnull=False).exists()

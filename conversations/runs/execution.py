@@ -156,7 +156,7 @@ class RunExecution:
                     timer.cancel()
             if self.deadline_reached and status == Run.Status.CANCELLED:
                 # Stopped by the deadline, not by the user: incomplete if it began answering.
-                began = self.publisher is not None and bool(self.publisher.view.answer_text)
+                began = self.publisher is not None and bool(self.publisher.progress.answer_text)
                 status = Run.Status.INCOMPLETE if began else Run.Status.FAILED
                 error = deadline_message(deadline)
         finally:
@@ -246,7 +246,6 @@ class RunExecution:
             start_seq=setup.start_seq,
             reserved=setup.reserved,
         )
-        self.publisher.view.inject_ids = self.inject_ids
         try:
             if setup.resumes_run_id is not None:  # first: which run this one goes on from
                 await self.publisher.publish("resume", _resume_payload(setup))
@@ -311,12 +310,9 @@ class RunExecution:
         if not trace:
             return
         try:
-            kept = await db(traces.trace_store)(run_id=self.run_id, trace=trace)
+            await db(traces.trace_store)(run_id=self.run_id, trace=trace)
         except Exception:
             logger.exception("run %s could not keep its trace: it cannot be resumed", self.run_id)
-            return
-        assert self.publisher is not None
-        self.publisher.view.resumable = kept
 
     async def _on_event(self, event: AgentEvent) -> None:
         """The engine's events: the run's ``Done`` closes the run with its answer."""
@@ -355,7 +351,7 @@ class RunExecution:
                 events=[entry],
                 taken_in=self.inject_ids[: self.taken_in],
             )
-            message, self.followup = await self._write_end(closing, entry)
+            _message, self.followup = await self._write_end(closing, entry)
         except lifecycle.RunSwept:
             logger.warning("run %s was reported interrupted meanwhile: answer dropped", self.run_id)
             if entry is not None:
@@ -368,7 +364,6 @@ class RunExecution:
                 publisher.release(entry)
             self.unsaved = True
             return
-        publisher.view.assistant_message = message
         self.answered = True
         await publisher.send_written(entry)
         await self._announce_saved()
@@ -383,7 +378,7 @@ class RunExecution:
         if self.swept:  # the sweep reported how it ended, and kept what the log held
             await publisher.close()
             return
-        kept = publisher.view.answer_text  # saved as the incomplete answer below
+        kept = publisher.progress.answer_text  # saved as the incomplete answer below
         ended = _report(status, error, kept, answered=self.answered)
         if self.answered:  # closed with its answer already: only the report is left
             try:

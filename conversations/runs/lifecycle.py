@@ -25,11 +25,12 @@ from conversations.runs.db import DATABASE_OUTAGES
 from conversations.runs.publisher import (
     Entry,
     Unanswered,
-    logged_run_view,
+    logged_progress,
     publish_interrupted,
     write_events,
 )
 from conversations.runs.wording import duration_words
+from conversations.selectors import run_inject_ids
 from core.outages import is_disk_full
 from llms.services import usage_record
 
@@ -376,12 +377,15 @@ def _report_ended(*, run_id: int) -> None:
     reached its log (incomplete), turn the follow-ups it never took in into ordinary
     messages, close its open tool cards, then publish it all. A client that sees the
     report finds all of that stored."""
-    view = logged_run_view(run_id)
+    progress = logged_progress(run_id)
     with transaction.atomic():
-        if view.answer_text.strip():
+        if progress.answer_text.strip():
             run = Run.objects.only("pk", "conversation_id").get(pk=run_id)
-            partial_answer_save(run=run, content=view.answer_text)
-        followups_cancel(run_id=run_id, taken_in=view.taken_in_ids)
+            partial_answer_save(run=run, content=progress.answer_text)
+        taken_in = run_inject_ids(run_id)[: progress.injects_taken]
+        followups_cancel(run_id=run_id, taken_in=taken_in)
         approvals_expire_open(run_id=run_id)
     unanswered = followups_unanswered(run_id=run_id)
-    publish_interrupted(run_id=run_id, view=view, after=[unanswered] if unanswered else [])
+    publish_interrupted(
+        run_id=run_id, progress=progress, after=[unanswered] if unanswered else []
+    )

@@ -35,12 +35,11 @@ from conversations.history.numbering import (
     release_event_numbers,
     reserve_event_numbers,
 )
+from conversations.history.progress import RunProgress
 from conversations.models import Conversation, Run, RunEvent
-from conversations.pages.rendering import RunView, build_run_view
 from conversations.runs import loops
 from conversations.runs.db import DATABASE_OUTAGES, db, log_db, patiently
 from conversations.runs.pacing import pacer
-from conversations.selectors import run_inject_ids
 from core import runtime
 from core.episodes import OutageLog
 from engine.events import AgentEvent, AnswerDelta, ErrorEvent, IterationDone, ThoughtDelta
@@ -60,18 +59,18 @@ def conversation_group(conversation_id: int) -> str:
     return f"conversation.{conversation_id}"
 
 
-def frame(entry: Entry, html: str, prev: int) -> dict[str, Any]:
-    """The channel-layer message of an event: its fields, the number of the event before
-    it, and its rendered HTML."""
+def frame(entry: Entry, prev: int, conversation_id: int) -> dict[str, Any]:
+    """The channel-layer message of an event: its fields and the number of the event before
+    it. Data only: the web server renders it (:mod:`conversations.live.frames`)."""
     seq, run_id, channel, payload = entry
     return {
         "type": "run.event",
         "seq": seq,
         "prev": prev,
         "run_id": run_id,
+        "conversation_id": conversation_id,
         "channel": channel,
         "payload": payload,
-        "html": html,
     }
 
 
@@ -119,7 +118,7 @@ class RunPublisher:
         self.seq = start_seq  # the last number used
         self._next, self._last = reserved or (1, 0)
         self._reserved_prev = start_seq
-        self.view = RunView(run_id=run_id)
+        self.progress = RunProgress()  # the answer so far, the tool calls not ended
         self.layer = get_channel_layer()
         self.group = conversation_group(conversation_id)
         self.frames_sent = 0
@@ -217,7 +216,8 @@ class RunPublisher:
 
     async def _send(self, entry: Entry, prev: int) -> None:
         seq, _run_id, channel, payload = entry
-        message = frame(entry, self.view.apply(seq, channel, payload), prev)
+        self.progress.apply(channel, payload)
+        message = frame(entry, prev, self.conversation_id)
         try:
             await self.layer.group_send(self.group, message)
         except Exception as exc:  # the event is logged all the same: readers refill from the log
@@ -358,7 +358,6 @@ def publish_events_sync(*, run: Run, events: list[AgentEvent]) -> None:
     with transaction.atomic():
         # The conversation's row lock: no other writer numbers events meanwhile.
         list(Conversation.objects.select_for_update().filter(pk=run.conversation_id).values("pk"))
-        view = logged_run_view(run.pk)
         # Numbered after every number handed out, the dead run's unwritten ones included:
         # readers that saw those take these as newer.
         prev = last_event_seq(run.conversation_id)
@@ -379,7 +378,7 @@ def publish_events_sync(*, run: Run, events: list[AgentEvent]) -> None:
     if layer is None:
         return
     for seq, prev, channel, payload in frames:
-        message = frame((seq, run.pk, channel, payload), view.apply(seq, channel, payload), prev)
+        message = frame((seq, run.pk, channel, payload), prev, run.conversation_id)
         try:
             loops.call(layer.group_send, conversation_group(run.conversation_id), message)
         except Exception as exc:  # logged: readers refill from the log
@@ -388,24 +387,26 @@ def publish_events_sync(*, run: Run, events: list[AgentEvent]) -> None:
             layer_unreachable.recovered()
 
 
-def logged_run_view(run_id: int) -> RunView:
-    """What a run's log shows: its steps (open tool cards, approvals), the answer text
-    that reached the log, the follow-ups it took in."""
-    stored = list(
-        RunEvent.objects.filter(run_id=run_id)
-        .order_by("seq")
-        .values_list("seq", "channel", "payload")
+def logged_progress(run_id: int) -> RunProgress:
+    """What a run's log shows of it: the answer text that reached the log, its tool calls
+    begun and not ended."""
+    stored = (
+        RunEvent.objects.filter(run_id=run_id).order_by("seq").values_list("channel", "payload")
     )
-    return build_run_view(run_id, stored, run_inject_ids(run_id))
+    return RunProgress.replay(stored)
 
 
-def publish_interrupted(*, run_id: int, view: RunView, after: Sequence[AgentEvent] = ()) -> None:
-    """Close an interrupted run's open tool cards and report it as failed, keeping the
-    answer text of its ``view``; then the ``after`` events."""
+def publish_interrupted(
+    *, run_id: int, progress: RunProgress, after: Sequence[AgentEvent] = ()
+) -> None:
+    """Close an interrupted run's open tool calls and report it as failed, keeping the
+    answer text of its ``progress``; then the ``after`` events."""
     run = Run.objects.get(pk=run_id)
     events: list[AgentEvent] = [
-        IterationDone(card.iteration, card.tool_name, "[interrupted]", "interrupted", 0.0)
-        for card in view.open_cards()
+        IterationDone(iteration, tool_name, "[interrupted]", "interrupted", 0.0)
+        for iteration, tool_name in progress.unfinished_calls()
     ]
-    events.append(ErrorEvent(run.error or "The run was interrupted.", "failed", view.answer_text))
+    events.append(
+        ErrorEvent(run.error or "The run was interrupted.", "failed", progress.answer_text)
+    )
     publish_events_sync(run=run, events=[*events, *after])

@@ -24,7 +24,7 @@ from engine import Tool
 from engine.approval import ApprovalRequest, call_binding
 from engine.cancel import CancelToken
 from engine.events import Approval
-from tests.conversations.running import execute
+from tests.conversations.running import execute, rendered
 from tests.tools.conftest import TIME_SERVER_STDIO_ARGS
 from tools.mcp.services import amcp_server_refresh
 from tools.models import MCPServer, ToolConfig
@@ -118,7 +118,7 @@ async def test_an_approved_call_runs_and_the_run_goes_on(
 ):
     conversation, run, running, frames = await started_run(user, llm_server)
     call_id = approval_id(frames)
-    card = frames[-1]["html"]
+    card = (await rendered(frames))[-1]
     assert "erase" in card and "/notes" in card and "needs your approval" in card
     assert f"/runs/{run.pk}/approvals/{call_id}/" in card and erased == []
     await sync_to_async(client.force_login)(user)

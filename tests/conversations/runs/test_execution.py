@@ -21,7 +21,7 @@ from conversations.runs import execution, lifecycle
 from conversations.runs.execution import execute_run
 from conversations.runs.publisher import conversation_group, write_events
 from engine import Tool
-from tests.conversations.running import execute
+from tests.conversations.running import execute, rendered
 from tools.registry import register, spec_for_tool
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -297,7 +297,7 @@ async def test_done_frame_already_carries_the_answer_pin(user, chat_model, llm_s
 
     frames = await frames_through_done(layer, channel)
     answer = await Message.objects.filter(run=run, role="assistant").aget()
-    assert f'id="pin-{answer.pk}"' in frames[-1]["html"]
+    assert f'id="pin-{answer.pk}"' in (await rendered(frames))[-1]
 
 
 async def test_run_is_closed_before_its_done_frame(user, chat_model, llm_server, no_launch):
@@ -404,9 +404,10 @@ async def test_a_followup_sent_while_the_answer_streams_starts_the_next_run(
     assert len(announced_before_return) == 1
     announced = announced_before_return[0]
     assert announced["run_id"] == run.pk
-    assert f'id="inject-{followup.pk}" hx-swap-oob="delete"' in announced["html"]
-    assert f'id="msg-{followup.pk}"' in announced["html"]
-    assert f'id="run-{followup_run.pk}"' in announced["html"]
+    html = (await rendered(frames[: frames.index(announced) + 1]))[-1]
+    assert f'id="inject-{followup.pk}" hx-swap-oob="delete"' in html
+    assert f'id="msg-{followup.pk}"' in html
+    assert f'id="run-{followup_run.pk}"' in html
     assert announced["seq"] > max(f["seq"] for f in frames if f["channel"] == "done")
 
 
@@ -618,7 +619,7 @@ async def test_a_stop_shows_the_follow_up_it_had_not_taken_in_as_an_ordinary_mes
     frames = await frames_sent(layer, channel)
 
     stopped = next(i for i, f in enumerate(frames) if f["channel"] == "error")
-    live = "".join(f["html"] for f in frames[stopped:])
+    live = "".join((await rendered(frames))[stopped:])
     assert f'id="inject-{followup.pk}" hx-swap-oob="delete"' in live  # no longer pending
     assert f'id="msg-{followup.pk}"' in live and "also &lt;this&gt;" in live
     assert "the agent will read it" not in live
