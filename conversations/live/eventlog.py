@@ -25,6 +25,7 @@ from core import runtime
 
 logger = logging.getLogger(__name__)
 
+
 class HeldChannel:
     """One channel of the layer held for the life of the process's runtime.
 

@@ -386,6 +386,4 @@ def _report_ended(*, run_id: int) -> None:
         followups_cancel(run_id=run_id, taken_in=taken_in)
         approvals_expire_open(run_id=run_id)
     unanswered = followups_unanswered(run_id=run_id)
-    publish_interrupted(
-        run_id=run_id, progress=progress, after=[unanswered] if unanswered else []
-    )
+    publish_interrupted(run_id=run_id, progress=progress, after=[unanswered] if unanswered else [])
