@@ -1,54 +1,26 @@
-"""URLs of the JSON API, mounted under /api/ (no trailing slashes, as documented)."""
+"""URLs of the JSON API, mounted under /api/ (no trailing slashes, as documented): the
+operations of :mod:`conversations.api.api`, then a JSON 404 for any other path."""
 
 from __future__ import annotations
 
-from django.urls import path, re_path
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, HttpResponse
+from django.urls import re_path
+from django.views.decorators.csrf import csrf_exempt
 
-from conversations.api import export_views, schema, views
-from conversations.live import sse
+from conversations.api.api import api_urlpatterns
+from conversations.http.auth import json_error
+
+
+@csrf_exempt
+@login_not_required
+def not_found(request: HttpRequest, path: str = "") -> HttpResponse:
+    """Unknown /api/ paths answer JSON, not the HTML 404 page or a login redirect (ids
+    too large for the database land here too: the ``<id:...>`` converter refuses them)."""
+    return json_error(404, "Not found: no such API endpoint or id. See /api/schema.")
+
 
 urlpatterns = [
-    path("conversations", views.conversation_list_create, name="api_conversations"),
-    path("conversations/<id:conversation_id>", views.conversation_detail, name="api_conversation"),
-    path(
-        "conversations/<id:conversation_id>/messages",
-        views.message_create,
-        name="api_conversation_messages",
-    ),
-    path(
-        "conversations/<id:conversation_id>/events",
-        sse.conversation_events,
-        name="api_conversation_events",
-    ),
-    path("runs/<id:run_id>/cancel", views.run_cancel, name="api_run_cancel"),
-    path("runs/<id:run_id>/retry", views.run_retry, name="api_run_retry"),
-    path("runs/<id:run_id>/resume", views.run_resume, name="api_run_resume"),
-    path("runs/<id:run_id>/regenerate", views.run_regenerate, name="api_run_regenerate"),
-    path("runs/<id:run_id>/select", views.run_select, name="api_run_select"),
-    path("messages/<id:message_id>/edit", views.message_edit, name="api_message_edit"),
-    path("messages/<id:message_id>/select", views.message_select, name="api_message_select"),
-    path(
-        "runs/<id:run_id>/approvals/<str:call_id>",
-        views.run_approval,
-        name="api_run_approval",
-    ),
-    path("messages/<id:message_id>/pin", views.message_pin, name="api_message_pin"),
-    path("messages/<id:message_id>/unpin", views.message_unpin, name="api_message_unpin"),
-    path("models", views.model_list, name="api_models"),
-    path("tools", views.tool_list, name="api_tools"),
-    path("schema", schema.schema_view, name="api_schema"),
-    path("conversations/import", export_views.conversation_import, name="api_conversation_import"),
-    path(
-        "conversations/<id:conversation_id>/export",
-        export_views.conversation_export,
-        name="api_conversation_export",
-    ),
-    path(
-        "conversations/<id:conversation_id>/shares",
-        export_views.conversation_shares,
-        name="api_conversation_shares",
-    ),
-    path("shares", export_views.share_list, name="api_shares"),
-    path("shares/<id:share_id>", export_views.share_detail, name="api_share"),
-    re_path(r"^(?P<path>.*)$", views.not_found, name="api_not_found"),
+    *api_urlpatterns(),
+    re_path(r"^(?P<path>.*)$", not_found, name="api_not_found"),
 ]

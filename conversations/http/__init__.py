@@ -1,2 +1,2 @@
 """Request plumbing shared by the JSON API and the live streams: token authentication
-(``api_view``), personal tokens, rate limits, JSON bodies and query parameters."""
+(``admit``), personal tokens, rate limits, JSON bodies and query parameters."""

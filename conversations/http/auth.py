@@ -1,6 +1,7 @@
 """The API's front door: bearer-token or session auth, CSRF, rate limit, JSON errors.
 
-``api_view("GET", "POST")`` wraps a sync or async view so that:
+:func:`admit` is the front door itself; the API (:mod:`conversations.api.api`) calls it
+from its authentication classes, for every operation (the event stream included):
 
 - ``Authorization: Bearer <token>`` authenticates with a personal API token; a wrong or
   revoked token is refused (401) even if a session cookie is present. Without the header
@@ -10,18 +11,15 @@
 - Bearer requests need no CSRF token (a cross-site page cannot set that header);
   session-authenticated unsafe requests must pass Django's CSRF check, as forms do.
 - Each client (token, or user for sessions) is rate limited (429 with Retry-After).
-- ``ApplicationError`` becomes 400 (413 for ``too_large``) with field messages and
-  ``Http404`` becomes a JSON 404, so views stay thin.
+- ``ApplicationError`` becomes 400 (413 for ``too_large``, 404, 409, 429) with field
+  messages (:func:`error_from_exception`), so views stay thin.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from typing import Any
 
-from asgiref.sync import iscoroutinefunction, sync_to_async
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 
 from conversations.accounts import lockout
@@ -29,7 +27,13 @@ from conversations.http import ratelimit
 from conversations.http.tokens import token_verify
 from core.errors import ApplicationError
 
-__all__ = ["api_view", "json_error"]
+__all__ = [
+    "admit",
+    "error_from_exception",
+    "json_error",
+    "method_not_allowed",
+    "rate_limit_headers",
+]
 
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
@@ -62,11 +66,14 @@ def _unauthorized(message: str) -> JsonResponse:
     return json_error(401, message, headers={"WWW-Authenticate": 'Bearer realm="agentsite"'})
 
 
-def _front_door(request: HttpRequest, methods: tuple[str, ...]) -> HttpResponse | None:
-    """Everything before the view runs (sync: it may touch the database)."""
-    if request.method not in methods:
-        allowed = ", ".join(methods)
-        return json_error(405, f"Method {request.method} not allowed.", headers={"Allow": allowed})
+def method_not_allowed(request: HttpRequest, methods: tuple[str, ...]) -> JsonResponse:
+    allowed = ", ".join(methods)
+    return json_error(405, f"Method {request.method} not allowed.", headers={"Allow": allowed})
+
+
+def admit(request: HttpRequest) -> HttpResponse | None:
+    """Authenticate, rate limit and CSRF-check ``request``: None to let it in, else the
+    refusal to send (sync: it may touch the database)."""
     header = request.headers.get("Authorization", "")
     token = None
     if header:
@@ -107,53 +114,10 @@ def _front_door(request: HttpRequest, methods: tuple[str, ...]) -> HttpResponse 
     return None
 
 
-def _finish(request: HttpRequest, response: HttpResponse) -> HttpResponse:
+def rate_limit_headers(request: HttpRequest, response: HttpResponse) -> HttpResponse:
+    """``X-RateLimit-Limit`` and ``-Remaining`` on the response of an admitted request."""
     verdict = getattr(request, "rate_limit", None)
     if verdict is not None and verdict.limit:
         response.headers.setdefault("X-RateLimit-Limit", str(verdict.limit))
         response.headers.setdefault("X-RateLimit-Remaining", str(verdict.remaining))
     return response
-
-
-def api_view(*methods: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorate an API view (sync or async) accepting ``methods``."""
-    allowed = tuple(method.upper() for method in methods) or ("GET",)
-
-    def decorator(view: Callable[..., Any]) -> Callable[..., Any]:
-        if iscoroutinefunction(view):
-
-            @functools.wraps(view)
-            async def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-                refusal = await sync_to_async(_front_door)(request, allowed)
-                if refusal is not None:
-                    return _finish(request, refusal)
-                try:
-                    response = await view(request, *args, **kwargs)
-                except ApplicationError as exc:
-                    response = error_from_exception(exc)
-                except Http404:
-                    response = json_error(404, "Not found.")
-                return _finish(request, response)
-
-        else:
-
-            @functools.wraps(view)
-            def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-                refusal = _front_door(request, allowed)
-                if refusal is not None:
-                    return _finish(request, refusal)
-                try:
-                    response = view(request, *args, **kwargs)
-                except ApplicationError as exc:
-                    response = error_from_exception(exc)
-                except Http404:
-                    response = json_error(404, "Not found.")
-                return _finish(request, response)
-
-        # CSRF is enforced above for session-authenticated requests only, and
-        # authentication answers 401 instead of LoginRequiredMiddleware's redirect.
-        wrapped.csrf_exempt = True  # type: ignore[attr-defined]
-        wrapped.login_required = False  # type: ignore[attr-defined]
-        return wrapped
-
-    return decorator

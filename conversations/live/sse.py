@@ -23,7 +23,6 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from conversations import selectors
 from conversations.history.numbering import last_event_seq
 from conversations.history.tree import RunTree
-from conversations.http.auth import api_view
 from conversations.http.params import whole_number
 from conversations.live.eventlog import (
     REREAD_AFTER,
@@ -246,9 +245,10 @@ async def event_stream(
         await subscription.leave(receiving)
 
 
-@api_view("GET")
 async def conversation_events(request: HttpRequest, conversation_id: int) -> HttpResponse:
-    """``text/event-stream`` of the conversation's events (DESIGN.md section 4)."""
+    """``text/event-stream`` of the conversation's events (DESIGN.md section 4), for the
+    API's operation (:mod:`conversations.api.routes_conversations`), which let the request
+    in and answers its errors."""
     await db(selectors.conversation_get)(user=request.user, conversation_id=conversation_id)
     after = _start_after(request)
     if after is None:

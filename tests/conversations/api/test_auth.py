@@ -9,7 +9,6 @@ from django.test import Client, override_settings
 from django.urls import URLPattern, get_resolver
 
 from conversations.api import urls as api_urls
-from conversations.api.schema import openapi_document
 from conversations.http.tokens import token_create, token_revoke
 from conversations.services import conversation_create
 
@@ -164,5 +163,27 @@ def test_schema_is_public_openapi_and_covers_every_route(client):
             continue
         routes.add("/api/" + re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", route))
     assert routes == documented
-    assert openapi_document()["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
+    schemes = document["components"]["securitySchemes"]
+    assert schemes["BearerAuth"]["scheme"] == "bearer"
+    assert schemes["SessionAuth"] == {"type": "apiKey", "in": "cookie", "name": "sessionid"}
+    # Every operation but the document itself takes a token or a session, and says so.
+    for path, operations in document["paths"].items():
+        for operation in operations.values():
+            security = [{"BearerAuth": []}, {"SessionAuth": []}]
+            assert operation.get("security") == (None if path == "/api/schema" else security)
     assert get_resolver().resolve("/api/schema").url_name == "api_schema"
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_event_stream_passes_the_front_door_once(sse, token, user, settings):
+    """The stream is an operation of the API like the others: the request is counted
+    against the rate limit once."""
+    from asgiref.sync import sync_to_async
+
+    settings.AGENTSITE_API_RATE_LIMIT = 5
+    conversation = await sync_to_async(conversation_create)(owner=user)
+    stream = await sse(f"/api/conversations/{conversation.pk}/events", token=token)
+    assert stream.status == 200
+    assert stream.headers["x-ratelimit-limit"] == "5"
+    assert stream.headers["x-ratelimit-remaining"] == "4"
+    assert await stream.rest() == []

@@ -256,7 +256,7 @@ def test_paging_numbers_out_of_range_are_400(api, mine, name, value):
 
 
 def test_paging_at_its_bounds_works(api, mine):
-    from conversations.api.views import LIST_OFFSET_MAX
+    from conversations.api.routes_conversations import LIST_OFFSET_MAX
 
     page = api.get("/api/conversations", limit="500", offset=str(LIST_OFFSET_MAX)).json()
     assert page["conversations"] == [] and page["count"] == 1

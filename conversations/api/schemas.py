@@ -1,0 +1,367 @@
+"""The API's request and response bodies: they validate requests, shape answers and make
+the OpenAPI document (:mod:`conversations.api.api`).
+
+Request bodies refuse unknown fields (``extra="forbid"``); strings and booleans are strict
+(``"yes"`` is not true, ``5`` is not a title). Choices come from the models' own.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from ninja import Body, Schema
+from pydantic import BeforeValidator, ConfigDict, Field, StrictBool, StrictStr, model_validator
+from pydantic_core import PydanticCustomError, PydanticUndefined
+
+from conversations.models import AgentMode, Message, Run
+from conversations.transfer.exporting import EXPORT_FORMAT, EXPORT_VERSION
+
+MODE_DOC = (
+    "How runs work: react (one agent loop), plan (a plan of steps run in parallel, judged "
+    "and replanned), auto (one quick model call decides per message)."
+)
+
+Mode = Literal[tuple(AgentMode.values)]  # type: ignore[valid-type]
+Role = Literal[tuple(Message.Role.values)]  # type: ignore[valid-type]
+Kind = Literal[tuple(Message.Kind.values)]  # type: ignore[valid-type]
+RunStatus = Literal[tuple(Run.Status.values)]  # type: ignore[valid-type]
+
+
+def _not_a_bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise PydanticCustomError(
+            "model_id", "Must be an id.", {"headline": "'model' must be a model id."}
+        )
+    return value
+
+
+# A model id from GET /api/models (a string of digits is read as one; true is not one).
+ModelId = Annotated[int, BeforeValidator(_not_a_bool)]
+# "" asks for the default, as no value does.
+OptionalMode = Annotated[Mode | None, BeforeValidator(lambda value: value or None)]
+
+
+class Forbid(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _optional_body(schema: type[Schema]) -> Any:
+    """A body that may be left out: no body is ``schema``'s defaults."""
+    return Annotated[schema, Body(PydanticUndefined, default_factory=schema)]
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+class Error(Schema):
+    """Every error: a message, and messages per request field for bad input."""
+
+    error: str = Field(description="A message safe to show to a person.")
+    fields: dict[str, list[str]] = Field(
+        default_factory=dict, description="Messages per request field (400 and 413 only)."
+    )
+
+
+# ---------------------------------------------------------------------------- requests
+
+
+class ConversationCreate(Forbid):
+    title: StrictStr | None = Field(None, max_length=200)
+    model: ModelId | None = Field(
+        None, description="A model id from GET /api/models; default: the site default."
+    )
+    mode: OptionalMode = Field(None, description=MODE_DOC + " Default: react.")
+
+
+ConversationCreateBody = _optional_body(ConversationCreate)
+
+
+class ConversationChange(Forbid):
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1})
+
+    title: StrictStr = Field(None, min_length=1, max_length=200)  # type: ignore[assignment]
+    model: ModelId = None  # type: ignore[assignment]
+    archived: StrictBool = None  # type: ignore[assignment]
+    mode: Mode = Field(None, description=MODE_DOC)  # type: ignore[assignment]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _something(cls, data: Any) -> Any:
+        if data == {}:
+            raise PydanticCustomError(
+                "nothing_to_change",
+                "Send at least one of: title, model, mode, archived.",
+                {"headline": "Nothing to change: send title, model, mode or archived."},
+            )
+        return data
+
+
+class MessageNew(Forbid):
+    content: StrictStr = Field(min_length=1)
+    mode: OptionalMode = Field(
+        None,
+        description="This message's run only (default: the conversation's mode); ignored "
+        "for a follow-up.",
+    )
+
+
+class QuestionEdit(Forbid):
+    content: StrictStr = Field(min_length=1)
+
+
+class ResumeNote(Forbid):
+    content: StrictStr | None = Field(None, description="A note for the agent (optional).")
+
+
+ResumeNoteBody = _optional_body(ResumeNote)
+
+
+class RegenerateChoice(Forbid):
+    model: ModelId | None = None
+
+
+RegenerateChoiceBody = _optional_body(RegenerateChoice)
+
+
+class ApprovalDecision(Schema):
+    approve: StrictBool
+
+
+class ShareNew(Forbid):
+    include_artifacts: StrictBool = False
+
+
+# --------------------------------------------------------------------------- responses
+
+
+ShareNewBody = _optional_body(ShareNew)
+
+
+class ModelRef(Schema):
+    id: int
+    name: str
+
+
+class Conversation(Schema):
+    id: int
+    title: str
+    model: ModelRef | None
+    archived: bool
+    mode: Mode = Field(description=MODE_DOC)
+    created_at: datetime
+    updated_at: datetime
+    last_event_seq: int = Field(description="Last durable event id.")
+    url: str
+    events_url: str
+
+
+class ConversationList(Schema):
+    count: int
+    offset: int
+    limit: int
+    conversations: list[Conversation]
+
+
+class MessageOut(Schema):
+    id: int
+    seq: int
+    role: Role
+    kind: Kind = Field(description="inject = a follow-up sent while a run was active.")
+    content: str
+    reasoning: str
+    incomplete: bool = Field(
+        description="An answer cut short: its run was stopped, failed or was interrupted "
+        "while the answer streamed. The text is what was shown."
+    )
+    pinned: bool = Field(description="Pinned messages survive compaction.")
+    usage: dict[str, Any]
+    run_id: int | None
+    delivered_at: datetime | None
+    created_at: datetime
+
+
+class RunOut(Schema):
+    id: int
+    status: RunStatus = Field(
+        description="incomplete: answered, but the answer was cut short (its stream broke "
+        "off, it reached its length or time limit)."
+    )
+    trigger_message_id: int | None
+    parent_run_id: int | None = Field(
+        description="The run this one continues (null: it answers a first question). Runs "
+        "with the same parent are alternatives: edits of the question (another trigger "
+        "message) or regenerated answers (the same one)."
+    )
+    model_id: int | None = Field(
+        description="The model asked for when the answer was regenerated with another model "
+        "(null: the conversation's model)."
+    )
+    mode: Mode | None = Field(
+        description="The mode asked for with the message (null: the conversation's mode when "
+        "the run started)."
+    )
+    iterations: int
+    usage: dict[str, Any]
+    elapsed: float | None = Field(description="Seconds.")
+    error: str
+    cancel_requested: bool
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class Versions(Schema):
+    """The alternatives at a run's fork, for `< 2/3 >` controls: `ids` are question message
+    ids (`question_versions`: the question and its edits) or run ids (`answer_versions`:
+    the answer and its regenerations); `index` is this run's, 0-based. Select another with
+    `POST /api/messages/{id}/select` or `POST /api/runs/{id}/select`."""
+
+    ids: list[int | None] = Field(description="null: a run without a question message.")
+    index: int
+    count: int
+
+
+class BranchRun(RunOut):
+    selected: bool = Field(description="On the branch the user is on.")
+    question_versions: Versions
+    answer_versions: Versions
+
+
+class ConversationDetail(Conversation):
+    messages: list[MessageOut] = Field(
+        description="The selected branch's messages (every message with `?branch=all`)."
+    )
+    runs: list[BranchRun] = Field(
+        description="The selected branch's runs, first to last (every run with `?branch=all`)."
+    )
+    active_run_id: int | None
+    compaction_summaries: list[dict[str, Any]] = Field(
+        description="Summaries that replaced older messages in the model's context (the "
+        "messages themselves are kept)."
+    )
+
+
+class MessagePosted(Schema):
+    message_id: int
+    run_id: int
+    injected: bool = Field(
+        description="true: delivered to the run already active; false: a new run."
+    )
+    run_status: RunStatus
+    events_url: str
+
+
+class QuestionEdited(Schema):
+    message_id: int
+    run_id: int
+    run_status: RunStatus
+    events_url: str
+
+
+class ApprovalDecided(Schema):
+    call_id: str
+    status: Literal["approved", "denied"]
+
+
+class ModelOut(Schema):
+    id: int
+    name: str
+    model_id: str
+    provider: str
+    is_default: bool
+    abilities: dict[str, Any]
+    context_window: int | None
+    max_output_tokens: int | None
+    roles: list[str]
+
+
+class ModelList(Schema):
+    models: list[ModelOut]
+
+
+class Tool(Schema):
+    name: str
+    description: str
+    requires_confirmation: bool = Field(
+        description="Every call waits for your approval (the `approval` event). An MCP "
+        "tool's: its server's switch, or the tool ticked on the server's row."
+    )
+    server: str | None = Field(
+        description="The MCP server the tool comes from (null: the site's own)."
+    )
+
+
+class ToolList(Schema):
+    tools: list[Tool]
+
+
+class Share(Schema):
+    id: int
+    url: str = Field(description="The public page (anyone with it can read).")
+    title: str
+    conversation_id: int
+    include_artifacts: bool
+    active: bool = Field(description="false once revoked.")
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+class ShareList(Schema):
+    shares: list[Share]
+
+
+# ------------------------------------------------------------------- export documents
+# What GET .../export?format=json answers and POST /api/conversations/import reads (the
+# importer checks a file itself, with messages that name what is wrong in it).
+
+
+class ExportMessage(Forbid):
+    id: int
+    seq: int = Field(ge=0)
+    role: Role
+    kind: Kind = None  # type: ignore[assignment]
+    content: str
+    reasoning: str = None  # type: ignore[assignment]
+    incomplete: bool = None  # type: ignore[assignment]
+    pinned: bool = None  # type: ignore[assignment]
+    usage: dict[str, Any] = None  # type: ignore[assignment]
+    created_at: datetime = None  # type: ignore[assignment]
+    run_id: int | None = Field(
+        None,
+        description="The run the message belongs to (in a branch export: the run of the "
+        "branch that shows it).",
+    )
+
+
+class ExportRun(Forbid):
+    id: int
+    parent_id: int | None = Field(None, description="The run this one continues.")
+    trigger_message_id: int | None = Field(None, description="The question it answers.")
+    status: RunStatus
+    selected: bool = Field(
+        None,  # type: ignore[arg-type]
+        description="The run followed at its fork (at most one per parent).",
+    )
+    iterations: int = Field(None, ge=0)  # type: ignore[arg-type]
+    usage: dict[str, Any] = None  # type: ignore[assignment]
+    elapsed: float | None = None
+    error: str = None  # type: ignore[assignment]
+    model: str | None = Field(None, description="The model's name (not imported).")
+    created_at: datetime = None  # type: ignore[assignment]
+
+
+class ExportConversation(Schema):
+    title: str = None  # type: ignore[assignment]
+    model: str | None = None
+    created_at: datetime = None  # type: ignore[assignment]
+
+
+class ExportDocument(Forbid):
+    format: Literal[EXPORT_FORMAT]  # type: ignore[valid-type]
+    version: Literal[EXPORT_VERSION]  # type: ignore[valid-type]
+    scope: Literal["branch", "tree"] = None  # type: ignore[assignment]
+    exported_at: datetime = None  # type: ignore[assignment]
+    conversation: ExportConversation = None  # type: ignore[assignment]
+    messages: list[ExportMessage]
+    runs: list[ExportRun]
