@@ -67,5 +67,5 @@ def _freeze_worker_heap(**_kwargs: object) -> None:
     # Here, not at the top: see _tune_worker.
     from core.tuning import tune_garbage_collection, warm_up
 
-    warm_up()
+    warm_up(pages=False)  # the worker sends events as data: the web servers render them
     tune_garbage_collection()

@@ -38,15 +38,17 @@ WARM_TEMPLATES = (
 )
 
 
-def warm_up() -> None:
+def warm_up(*, pages: bool = True) -> None:
     """Import and build now what the first requests and runs would otherwise load while a
-    user waits: every view module, the chat templates and the LLM client's TLS context.
+    user waits: the LLM client's TLS context, and with ``pages`` (a web server: it renders
+    the live frames) every view module and the chat templates. A worker renders nothing.
     Before :func:`tune_garbage_collection`, so all of it is frozen."""
     from django.template.loader import get_template
 
-    get_resolver().url_patterns  # noqa: B018 (imports every view module now, not mid-request)
-    for name in WARM_TEMPLATES:
-        get_template(name)
+    if pages:
+        get_resolver().url_patterns  # noqa: B018 (imports every view module now)
+        for name in WARM_TEMPLATES:
+            get_template(name)
     preload()
 
 

@@ -22,10 +22,13 @@ from conversations.runs.db import db
 
 __all__ = ["LiveFrames"]
 
-# Runs whose render state a server keeps (the least recently shown go first), and the
+# Runs whose render state a server keeps (the least recently shown go first), finished
+# runs kept (for the events that may follow an end: a follow-up's run, a "saved"), and the
 # frames kept per run for the sockets that receive an event after the first.
 KEPT_RUNS = 512
-KEPT_FRAMES = 64
+KEPT_FINISHED = 16
+KEPT_FRAMES = 16
+ENDS = frozenset({"done", "error"})
 
 
 @dataclass
@@ -41,6 +44,7 @@ class LiveFrames:
 
     def __init__(self) -> None:
         self._runs: OrderedDict[int, _Shown] = OrderedDict()
+        self._finished: OrderedDict[int, None] = OrderedDict()
 
     async def html(self, message: dict[str, Any]) -> str:
         """The HTML frame of a live event (``run.event`` message); "" if nothing shows."""
@@ -53,21 +57,33 @@ class LiveFrames:
             if seq <= shown.through:  # older than the state and no longer kept
                 view = await self._view_through(message["conversation_id"], run_id, prev)
                 return await self._render(view, message)
-            if shown.view is None or prev != shown.through:
+            if message.get("first") and shown.view is None:
+                shown.view = RunView(run_id=run_id)  # nothing of the run to read
+            elif shown.view is None or prev != shown.through:
                 shown.view = await self._view_through(message["conversation_id"], run_id, prev)
             html = await self._render(shown.view, message)
             shown.through = seq
             shown.frames[seq] = html
             if len(shown.frames) > KEPT_FRAMES:
                 shown.frames.popitem(last=False)
-            return html
+        if message["channel"] in ENDS and not message["payload"].get("unsaved"):
+            self._finish(run_id)
+        return html
+
+    def _finish(self, run_id: int) -> None:
+        """Keep a finished run's state a little while (events may follow its end)."""
+        self._finished[run_id] = None
+        if len(self._finished) > KEPT_FINISHED:
+            oldest, _ = self._finished.popitem(last=False)
+            self._runs.pop(oldest, None)
 
     def _shown(self, run_id: int) -> _Shown:
         shown = self._runs.get(run_id)
         if shown is None:
             shown = self._runs[run_id] = _Shown()
             if len(self._runs) > KEPT_RUNS:
-                self._runs.popitem(last=False)
+                oldest, _ = self._runs.popitem(last=False)
+                self._finished.pop(oldest, None)
         else:
             self._runs.move_to_end(run_id)
         return shown
@@ -87,5 +103,5 @@ class LiveFrames:
 
 
 def _apply_with_rows(view: RunView, seq: int, channel: str, payload: dict[str, Any]) -> str:
-    read_run_rows(view)
+    read_run_rows(view, channel)
     return view.apply(seq, channel, payload)

@@ -190,10 +190,14 @@ def live_run_view(run_id: int, through: int) -> RunView:
     return view
 
 
-def read_run_rows(view: RunView) -> None:
-    """What the run's rows add to its events: the follow-ups it took in (in delivery
-    order), its saved answer's message, whether a paused run kept its trace."""
-    view.inject_ids = run_inject_ids(view.run_id)
+def read_run_rows(view: RunView, channel: str | None = None) -> None:
+    """What the run's rows add to its events (for an event on ``channel``, what that event
+    shows; None: all): the follow-ups it took in (in delivery order), its saved answer's
+    message, whether a paused run kept its trace."""
+    if channel in (None, "inject"):
+        view.inject_ids = run_inject_ids(view.run_id)
+    if channel == "inject":
+        return
     view.assistant_message = (
         Message.objects.filter(run_id=view.run_id, role=Message.Role.ASSISTANT)
         .order_by("-seq")

@@ -59,11 +59,12 @@ def conversation_group(conversation_id: int) -> str:
     return f"conversation.{conversation_id}"
 
 
-def frame(entry: Entry, prev: int, conversation_id: int) -> dict[str, Any]:
+def frame(entry: Entry, prev: int, conversation_id: int, *, first: bool = False) -> dict[str, Any]:
     """The channel-layer message of an event: its fields and the number of the event before
-    it. Data only: the web server renders it (:mod:`conversations.live.frames`)."""
+    it (``first``: the run's first event, nothing of the run before it). Data only: the web
+    server renders it (:mod:`conversations.live.frames`)."""
     seq, run_id, channel, payload = entry
-    return {
+    message = {
         "type": "run.event",
         "seq": seq,
         "prev": prev,
@@ -72,6 +73,9 @@ def frame(entry: Entry, prev: int, conversation_id: int) -> dict[str, Any]:
         "channel": channel,
         "payload": payload,
     }
+    if first:
+        message["first"] = True
+    return message
 
 
 @dataclass
@@ -217,7 +221,7 @@ class RunPublisher:
     async def _send(self, entry: Entry, prev: int) -> None:
         seq, _run_id, channel, payload = entry
         self.progress.apply(channel, payload)
-        message = frame(entry, prev, self.conversation_id)
+        message = frame(entry, prev, self.conversation_id, first=self.frames_sent == 0)
         try:
             await self.layer.group_send(self.group, message)
         except Exception as exc:  # the event is logged all the same: readers refill from the log

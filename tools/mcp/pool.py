@@ -18,12 +18,15 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
-
-from mcp import Client
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from core import runtime
-from tools.mcp.connection import MCPConnection, MCPConnectionError, MCPEndpoint, mcp_connect
+from tools.mcp.endpoints import MCPConnectionError, MCPEndpoint
+
+if TYPE_CHECKING:
+    from mcp import Client
+
+    from tools.mcp.connection import MCPConnection
 
 __all__ = ["IDLE_TIMEOUT", "MCPSessionPool", "session_pool"]
 
@@ -49,6 +52,10 @@ class _Session:
         self.task = loop.create_task(self._own(), name=f"mcp-session:{endpoint.name}")
 
     async def _own(self) -> None:
+        # Here: the SDK is slow to import (and large): loaded by the first MCP session, not
+        # by every process whose runtime holds a pool.
+        from tools.mcp.connection import mcp_connect
+
         try:
             async with mcp_connect(self.endpoint) as connection:
                 self.ready.set_result(connection)
