@@ -32,13 +32,17 @@ local-model: install
 	fi
 
 ## Debian packages the tests drive for real: Redis and PostgreSQL (team mode), Chromium (e2e),
-## bubblewrap (the python tool's sandbox: it refuses to run without it).
+## bubblewrap (the python tool's sandbox: it refuses to run without it), nginx with envsubst
+## (deploy/nginx.conf in front of the servers) and systemd-analyze (deploy/systemd/).
 system-deps:
 	@missing=""; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	{ command -v nginx || test -x /usr/sbin/nginx; } >/dev/null || missing="$$missing nginx"; \
+	command -v envsubst >/dev/null || missing="$$missing gettext-base"; \
+	command -v systemd-analyze >/dev/null || missing="$$missing systemd"; \
 	if [ -n "$$missing" ]; then \
 	  echo "Installing Debian packages:$$missing"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \

@@ -1,0 +1,238 @@
+"""deploy/nginx.conf: rendered, checked by ``nginx -t``, and served by a real nginx in
+front of a recording stand-in upstream (the full chain with the app's servers:
+tests/integration/test_nginx.py)."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import socket
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from django.conf import settings
+
+from tests.deploy.nginx import PLACEHOLDERS, TEMPLATE, collect_static, configured_nginx, render
+from tests.integration.stack import LOOPBACK, free_port
+from tests.tlscert import self_signed_certificate
+
+# Tests that start nginx (Debian's package, `make system-deps`) leave `make test-fast`.
+needs_nginx = pytest.mark.integration
+MULTIPART_SLACK = 64 * 1024  # an import's file plus its multipart framing and CSRF field
+
+
+def test_the_template_has_exactly_the_documented_placeholders() -> None:
+    found = set(re.findall(r"\$\{([A-Za-z0-9_]+)\}", TEMPLATE.read_text()))
+    assert found == set(PLACEHOLDERS)
+    rendered = render({"AGENTSITE_NGINX_STATIC_ROOT": "/srv/static"})
+    assert "${" not in rendered
+    # nginx's own variables are left alone, the defaults fit the plain-host layout.
+    for kept in ("$http_host", "$proxy_add_x_forwarded_for", "$scheme", "$http_upgrade"):
+        assert kept in rendered
+    assert "server 127.0.0.1:8001; server 127.0.0.1:8002;" in rendered
+    assert "alias /srv/static/;" in rendered
+
+
+def body_limit_bytes(value: str) -> int:
+    number, unit = re.fullmatch(r"(\d+)([kKmM]?)", value).groups()  # type: ignore[union-attr]
+    return int(number) * {"": 1, "k": 1024, "m": 1024 * 1024}[unit.lower()]
+
+
+def test_the_body_limit_matches_the_apps() -> None:
+    """nginx lets through every body the app answers itself (its own 413 with the limit in
+    words), and not much more: the default 1300k is the app's limit plus the slack."""
+    app_limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE  # the API's JSON limit is the same
+    assert settings.AGENTSITE_MESSAGE_MAX_CHARS == 100_000, "the defaults are compared here"
+    wanted = math.ceil((app_limit + MULTIPART_SLACK) / 1024)
+    rendered = render({})
+    [value] = re.findall(r"client_max_body_size (\S+);", rendered)
+    assert body_limit_bytes(value) == wanted * 1024, (value, wanted)
+
+
+@needs_nginx
+def test_nginx_accepts_the_rendered_configuration(web_server) -> None:
+    with configured_nginx([f"{LOOPBACK}:{web_server.port}"], static=False) as nginx:
+        checked = nginx.test_config()
+    assert checked.returncode == 0, checked.stderr
+    assert "syntax is ok" in checked.stderr and "test is successful" in checked.stderr
+
+
+@needs_nginx
+def test_the_tls_example_serves_https_and_redirects_http(web_server) -> None:
+    web_server.route("/hello", body="from upstream", Content_Type="text/plain")
+    cert, key = self_signed_certificate("127.0.0.1")
+    example = (TEMPLATE.parent / "nginx" / "tls.conf.example").read_text()
+    port = free_port()
+    with configured_nginx([f"{LOOPBACK}:{web_server.port}"], static=False) as nginx:
+        (nginx.snippets / "fullchain.pem").write_bytes(cert)
+        (nginx.snippets / "privkey.pem").write_bytes(key)
+        snippet = example.replace("listen 443 ssl", f"listen {LOOPBACK}:{port} ssl")
+        snippet = snippet.replace("/etc/nginx/agentsite.d", str(nginx.snippets))
+        (nginx.snippets / "tls.conf").write_text(snippet)
+        for path in nginx.snippets.iterdir():
+            if nginx.uid is not None:
+                os.chown(path, nginx.uid, nginx.gid)
+        nginx.start()  # its health check still answers over plain HTTP
+        plain = httpx.get(f"{nginx.url}/hello?x=1", trust_env=False)
+        secure = httpx.get(f"https://{LOOPBACK}:{port}/hello", verify=False, trust_env=False)
+    assert plain.status_code == 301
+    assert plain.headers["location"] == "https://127.0.0.1/hello?x=1"
+    assert secure.status_code == 200 and secure.text == "from upstream"
+    assert secure.headers["strict-transport-security"] == "max-age=31536000"
+    [request] = web_server.requests
+    assert request.headers["X-Forwarded-Proto"] == "https"
+
+
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory) -> Path:
+    """deploy/collect-static's tree, made once for the module."""
+    tree = tmp_path_factory.mktemp("collected") / "static"
+    collect_static(tree)
+    return tree
+
+
+@pytest.fixture
+def proxy(web_server, collected):
+    """nginx with the collected static files in front of the recording stand-in."""
+    web_server.route("/hello", body="from upstream", Content_Type="text/plain")
+    with configured_nginx([f"{LOOPBACK}:{web_server.port}"], static=collected) as nginx:
+        nginx.start()
+        yield nginx
+
+
+def raw_request(port: int, head: str, *, timeout: float = 10) -> bytes:
+    """Send a request head (no body, whatever it declares) and read one answer."""
+    with socket.create_connection((LOOPBACK, port), timeout=timeout) as sock:
+        sock.sendall(head.encode())
+        received = b""
+        while b"\r\n\r\n" not in received:
+            data = sock.recv(65536)
+            if not data:
+                return received
+            received += data
+        header, _, body = received.partition(b"\r\n\r\n")
+        length = re.search(rb"(?im)^content-length: *(\d+)", header)
+        while length and len(body) < int(length[1]):
+            data = sock.recv(65536)
+            if not data:
+                break
+            body += data
+        return header + b"\r\n\r\n" + body
+
+
+@needs_nginx
+@pytest.mark.parametrize(
+    ("length", "status"),
+    [
+        ("1000000000000000", 413),  # a petabyte, declared: over client_max_body_size
+        ("99999999999999999999", 400),  # beyond 64 bits: nginx's "invalid Content-Length"
+    ],
+)
+def test_a_huge_declared_body_never_reaches_the_app(proxy, web_server, length, status) -> None:
+    head = (
+        f"POST /api/conversations HTTP/1.1\r\nHost: 127.0.0.1:{proxy.port}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
+    )
+    started = time.monotonic()
+    answer = raw_request(proxy.port, head)
+    assert answer.startswith(f"HTTP/1.1 {status} ".encode()), answer[:300]
+    assert time.monotonic() - started < 5  # at once, without waiting for a body
+    if status == 413:
+        assert b'"error": "The request body is too large (the limit is 1300k)."' in answer
+    assert web_server.requests == []
+    # And the proxy still serves.
+    assert httpx.get(f"{proxy.url}/hello", trust_env=False).text == "from upstream"
+
+
+@needs_nginx
+def test_a_body_within_the_limit_is_passed_on(proxy, web_server) -> None:
+    body = b"x" * (body_limit_bytes("1300k") - 1)
+    web_server.route("/api/import", status=413, body="the app's own answer")
+    response = httpx.post(f"{proxy.url}/api/import", content=body, trust_env=False, timeout=30)
+    assert (response.status_code, response.text) == (413, "the app's own answer")
+    assert len(web_server.requests[-1].body) == len(body)
+    over = httpx.post(f"{proxy.url}/api/import", content=body + b"xx", trust_env=False)
+    assert over.status_code == 413 and over.json()["error"].startswith("The request body")
+    assert len(web_server.requests) == 1
+
+
+@needs_nginx
+def test_requests_carry_the_forwarding_headers(proxy, web_server) -> None:
+    response = httpx.get(
+        f"{proxy.url}/hello",
+        headers={
+            "X-Forwarded-For": "203.0.113.9",  # what a client claims comes first
+            "X-Forwarded-Proto": "https",  # and is replaced: nginx saw plain HTTP
+            "X-Request-ID": "chosen-by-client",
+        },
+        trust_env=False,
+    )
+    assert response.status_code == 200
+    seen = {k.lower(): v for k, v in web_server.requests[-1].headers.items()}
+    assert seen["host"] == f"127.0.0.1:{proxy.port}"  # with the port: the origin checks
+    assert seen["x-forwarded-host"] == f"127.0.0.1:{proxy.port}"
+    assert seen["x-forwarded-proto"] == "http"
+    assert seen["x-forwarded-for"] == "203.0.113.9, 127.0.0.1"  # the last hop is nginx's
+    assert re.fullmatch(r"[0-9a-f]{32}", seen["x-request-id"])
+    assert "upgrade" not in seen.get("connection", "").lower()
+
+
+@needs_nginx
+def test_static_files_are_served_compressed_and_revalidated(proxy, web_server) -> None:
+    url = f"{proxy.url}/static/vendor/mermaid/mermaid.min.js"
+    response = httpx.get(url, headers={"Accept-Encoding": "gzip"}, trust_env=False)
+    assert response.status_code == 200
+    assert response.headers["content-encoding"] == "gzip"  # the precompressed copy
+    assert int(response.headers["content-length"]) < 2_000_000  # of 5.5 MB
+    assert response.headers["cache-control"] == "public, no-cache"
+    assert response.headers["vary"] == "Accept-Encoding"
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert "javascript" in response.headers["content-type"]
+    assert len(response.content) > 5_000_000  # httpx decompressed it: the whole bundle
+    again = httpx.get(
+        url,
+        headers={"Accept-Encoding": "gzip", "If-None-Match": response.headers["etag"]},
+        trust_env=False,
+    )
+    assert again.status_code == 304 and again.content == b""  # fetched once
+    plain = httpx.get(url, headers={"Accept-Encoding": "identity"}, trust_env=False)
+    assert "content-encoding" not in plain.headers
+    assert int(plain.headers["content-length"]) > 5_000_000
+    assert web_server.requests == []  # none of it reached the app
+
+
+@needs_nginx
+def test_hashed_static_names_are_cached_for_a_year(proxy) -> None:
+    hashed = proxy.static_root / "js" / "chat.0123456789ab.js"
+    hashed.write_text("// a ManifestStaticFilesStorage name\n")
+    response = httpx.get(f"{proxy.url}/static/js/chat.0123456789ab.js", trust_env=False)
+    assert response.status_code == 200
+    assert response.headers["cache-control"] == "public, max-age=31536000, immutable"
+    assert response.headers["x-content-type-options"] == "nosniff"
+    missing = httpx.get(f"{proxy.url}/static/js/nothing-here.js", trust_env=False)
+    assert missing.status_code == 404
+
+
+@needs_nginx
+def test_the_admin_static_files_are_collected(proxy) -> None:
+    response = httpx.get(f"{proxy.url}/static/admin/css/base.css", trust_env=False)
+    assert response.status_code == 200 and "text/css" in response.headers["content-type"]
+
+
+@needs_nginx
+def test_no_upstream_answering_is_a_503_with_retry_after() -> None:
+    with configured_nginx([f"{LOOPBACK}:{free_port()}"], static=False) as nginx:
+        nginx.start()
+        response = httpx.get(f"{nginx.url}/c/1/", trust_env=False, timeout=20)
+    assert response.status_code == 503
+    assert response.headers["retry-after"] == "5"
+    assert "briefly unavailable" in response.json()["error"]
+
+
+@needs_nginx
+def test_the_proxy_answers_its_own_health_check(proxy) -> None:
+    response = httpx.get(f"{proxy.url}/_nginx/alive", trust_env=False)
+    assert (response.status_code, response.text) == (200, "alive\n")
