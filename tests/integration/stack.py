@@ -620,6 +620,7 @@ def running_stack(
     mode: str = "team",
     work: Path | None = None,
     concurrency: int = 8,
+    pool: str = "threads",
     stamp: bool = False,
     extra_env: dict[str, str] | None = None,
     private_postgres: bool = False,
@@ -641,8 +642,10 @@ def running_stack(
     the configured loop) or ``daphne`` as shipped; ``servers`` of them run side by side,
     each on its own port (``Stack.server_urls``). ``private_redis``/``private_postgres``
     start services of the stack's own, which a test may stop and restart.
-    ``setup_extra`` is Python run after the set-up (Django ready, the provider ``scripted``
-    and the model in place), e.g. to change the provider's timeout.
+    ``pool`` is the workers' Celery pool (``threads``, as deployed; ``prefork`` starts the
+    runtime in each child). ``setup_extra`` is Python run after the set-up (Django ready,
+    the provider ``scripted`` and the model in place), e.g. to change the provider's
+    timeout.
     """
     own_work = work is None
     work = Path(tempfile.mkdtemp(prefix=f"agentsite-{mode}-")) if work is None else work
@@ -683,7 +686,7 @@ def running_stack(
                 "--loglevel",
                 "INFO",
             ]
-            worker_args += ["--pool", "threads", "--concurrency", str(concurrency)]
+            worker_args += ["--pool", pool, "--concurrency", str(concurrency)]
             worker_args += ["--without-gossip", "--without-mingle", "--without-heartbeat"]
             for number in range(1, workers + 1):  # one process per core scales a host out
                 name = "worker" if number == 1 else f"worker{number}"

@@ -17,7 +17,14 @@ import pytest
 import redis
 
 from tests.integration.runs import run_ends, tag, worker_logged
-from tests.integration.stack import Browser, Frames, Stack, async_wait_for, run_id_of
+from tests.integration.stack import (
+    Browser,
+    Frames,
+    Stack,
+    async_wait_for,
+    run_id_of,
+    running_stack,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -351,3 +358,33 @@ async def test_a_server_keeps_listening_after_its_last_socket_closed(
         what="the closed sockets' subscriptions to go",
     )
     assert len(broker.pubsub_channels("*agentsite.listening.*")) == 1
+
+
+async def test_a_prefork_worker_runs_each_childs_runs_on_its_own_runtime() -> None:
+    """Celery's default pool forks children after the worker started: each child builds
+    the runtime it executes runs on (worker_process_init), none inherits a dead loop."""
+    with running_stack(mode="team", pool="prefork", concurrency=2) as stack:
+        marker = tag("PREFORK")
+        stack.script(
+            rules=[
+                {
+                    "contains": marker,
+                    "in": "any",
+                    "responses": [{"chunks": ["Forked ", "and ", "fine."], "chunk_delay": 0.05}],
+                }
+            ]
+        )
+        async with Browser(stack.base_url) as browser:
+            await browser.login()
+            conversation_id = await browser.new_conversation()
+            async with Frames(browser.socket(conversation_id), describe=stack.logs) as frames:
+                run_id = run_id_of(await browser.send(conversation_id, f"{marker}: go"))
+                await frames.wait(finished_frame(run_id), timeout=30, what="ending the run")
+        assert_streamed(frames.frames, run_id, "Forked and fine.")
+        assert (await run_ends(stack, run_id))["status"] == "succeeded"
+        # One runtime per child, none in the parent (which only hands tasks out).
+        await async_wait_for(
+            lambda: stack.worker.text().count("runs execute on") == 2,
+            timeout=10,
+            what="both children's runtimes",
+        )
