@@ -124,9 +124,7 @@ def test_every_long_running_service_has_a_health_check(compose) -> None:
         check = services[name]["healthcheck"]
         assert check["test"][0] in ("CMD", "CMD-SHELL") and check["interval"], name
     # The app servers' check asks for a page through Django, on the port they serve.
-    assert "http://localhost:8000/readyz" in " ".join(
-        services["app1"]["healthcheck"]["test"]
-    )
+    assert "http://localhost:8000/readyz" in " ".join(services["app1"]["healthcheck"]["test"])
     assert "localhost" in services["app1"]["environment"]["ALLOWED_HOSTS"].split(",")
     assert "/_nginx/alive" in " ".join(services["nginx"]["healthcheck"]["test"])
     # The app waits for what it needs; nginx only for the app's containers (DNS names).
