@@ -53,17 +53,17 @@ system-deps:
 ## settings writes nothing, prepare_instance makes them (idempotent) before migrate opens
 ## the database.
 migrate: install
-	DEBUG=$${DEBUG:-true} $(PY) manage.py prepare_instance
-	DEBUG=$${DEBUG:-true} $(PY) manage.py migrate --noinput
+	DEBUG=$${DEBUG:-false} $(PY) manage.py prepare_instance
+	DEBUG=$${DEBUG:-false} $(PY) manage.py migrate --noinput
 
 run: migrate
-	@if [ -z "$$OPENAI_API_KEY$$OPENAI_BASE_URL" ] && [ "$$(DEBUG=$${DEBUG:-true} $(PY) manage.py seed_models --needs-local)" = yes ]; then \
+	@if [ -z "$$OPENAI_API_KEY$$OPENAI_BASE_URL" ] && [ "$$(DEBUG=$${DEBUG:-false} $(PY) manage.py seed_models --needs-local)" = yes ]; then \
 	  $(MAKE) --no-print-directory local-model; fi
-	@DEBUG=$${DEBUG:-true} $(PY) manage.py seed_models
-	@-DEBUG=$${DEBUG:-true} $(PY) manage.py discover_models --hint
-	@DEBUG=$${DEBUG:-true} $(PY) manage.py ensure_admin --url http://$(HOST):$(PORT)/
+	@DEBUG=$${DEBUG:-false} $(PY) manage.py seed_models
+	@-DEBUG=$${DEBUG:-false} $(PY) manage.py discover_models --hint
+	@DEBUG=$${DEBUG:-false} $(PY) manage.py ensure_admin --url http://$(HOST):$(PORT)/
 	@echo "Serving agentsite on http://$(HOST):$(PORT)/"
-	DEBUG=$${DEBUG:-true} $(VENV)/bin/agentsite-server -b $(HOST) -p $(PORT) agentsite.asgi:application
+	DEBUG=$${DEBUG:-false} $(VENV)/bin/agentsite-server -b $(HOST) -p $(PORT) agentsite.asgi:application
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -32,10 +32,10 @@ app.autodiscover_tasks()
 def _tune_worker(sender: object, **_kwargs: object) -> None:
     # Here, not at the top: every manage.py command and server imports this module (through
     # agentsite/__init__.py), and these modules load the LLM client (about 0.5 s).
-    from core.checks import refuse_to_serve_without_key
+    from core.checks import refuse_to_serve_misconfigured
     from core.tuning import tune_for_streaming
 
-    refuse_to_serve_without_key()
+    refuse_to_serve_misconfigured()
     tune_for_streaming()
     if get_implementation(sender.pool_cls) is not PreforkPool:  # type: ignore[attr-defined]
         _start_runtime()  # the threads (or solo) pool: this process executes the tasks

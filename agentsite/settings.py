@@ -18,7 +18,7 @@ from pathlib import Path
 
 import environ
 
-from core.secrets import read_dev_secret
+from core.secrets import read_instance_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -32,7 +32,7 @@ DEBUG = env.bool("DEBUG", default=False)
 SECRET_KEY = env.str("SECRET_KEY", default="")
 AGENTSITE_SECRET_KEY_FILE = None if SECRET_KEY else VAR_DIR / "secret_key"
 if AGENTSITE_SECRET_KEY_FILE is not None:
-    SECRET_KEY = read_dev_secret(AGENTSITE_SECRET_KEY_FILE)
+    SECRET_KEY = read_instance_secret(AGENTSITE_SECRET_KEY_FILE)
 ENCRYPTION_KEYS = env.list("ENCRYPTION_KEYS", default=[])
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])

@@ -5,24 +5,28 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.core.exceptions import ImproperlyConfigured
+from django.db import DatabaseError, connection
 
-from core.secrets import is_dev_secret
+from core.keys import describe, undecryptable_secrets
+from core.secrets import is_marked_insecure
 
 
 @register(Tags.security, deploy=False)
 def check_production_secret(app_configs, **kwargs) -> list[Error]:
-    """Refuse to run without a key, or with DEBUG off on the generated development key."""
+    """Refuse to run without a key, or with DEBUG off on a key from the environment that
+    Django's ``django-insecure-`` mark says is not meant for production."""
     try:
         key = settings.SECRET_KEY
     except ImproperlyConfigured:  # Django refuses to hand out an empty key
         key = ""
     if not key:
         return [missing_secret_error()]
-    if settings.DEBUG or not is_dev_secret(key):
+    from_environment = settings.AGENTSITE_SECRET_KEY_FILE is None
+    if settings.DEBUG or not (from_environment and is_marked_insecure(key)):
         return []
     return [
         Error(
-            "DEBUG is off but SECRET_KEY is the generated development key.",
+            "DEBUG is off but SECRET_KEY (from the environment) is marked django-insecure-.",
             hint="Set SECRET_KEY in the environment (e.g. `python -c 'import secrets; "
             "print(secrets.token_urlsafe(50))'`) or run with DEBUG=true.",
             id="agentsite.E001",
@@ -36,8 +40,8 @@ def missing_secret_error() -> Error:
     return Error(
         "SECRET_KEY is not set and there is no generated key in "
         f"{settings.AGENTSITE_SECRET_KEY_FILE or 'AGENTSITE_VAR_DIR'}.",
-        hint="Run `make run`, or `python manage.py prepare_instance` to generate a "
-        "development key, or set SECRET_KEY in the environment.",
+        hint="Run `make run`, or `python manage.py prepare_instance` to generate this "
+        "instance's key, or set SECRET_KEY in the environment.",
         id="agentsite.E002",
     )
 
@@ -74,11 +78,50 @@ def check_connection_pool_size(app_configs, **kwargs) -> list[Warning]:
     ]
 
 
-def refuse_to_serve_without_key() -> None:
-    """Servers and workers run no system checks: without a key they stop here, at start,
-    saying what to do, instead of failing every request."""
+@register(Tags.security)
+def check_stored_secrets_decrypt(app_configs, **kwargs) -> list[Error]:
+    """Refuse a key that cannot read the secrets stored under the one before it."""
+    error = undecryptable_error()
+    return [error] if error is not None else []
+
+
+def undecryptable_error() -> Error | None:
+    try:
+        found = undecryptable_secrets()
+    except DatabaseError:  # the database is away: the outage is reported elsewhere
+        return None
+    if not found:
+        return None
+    derived = not [key for key in settings.ENCRYPTION_KEYS if key.strip()]
+    setting = (
+        "SECRET_KEY (ENCRYPTION_KEYS is empty: the key derives from it)"
+        if derived
+        else "ENCRYPTION_KEYS"
+    )
+    return Error(
+        f"{len(found)} stored secret(s) cannot be decrypted with the configured "
+        f"{setting}: {describe(found)}. The key they were encrypted with changed or is "
+        "missing.",
+        hint=f"Set {'SECRET_KEY' if derived else 'ENCRYPTION_KEYS'} back to the key they "
+        "were encrypted with (ENCRYPTION_KEYS may list old keys after the new one), or run "
+        "`python manage.py forget_undecryptable_secrets` to empty them and enter them "
+        "again in the admin.",
+        id="agentsite.E003",
+    )
+
+
+def refuse_to_serve_misconfigured() -> None:
+    """Servers and workers run no system checks: without a key, or with a key that cannot
+    read the stored secrets, they stop here, at start, saying what to do, instead of
+    failing every request."""
     try:
         settings.SECRET_KEY  # noqa: B018 (Django refuses to hand out an empty key)
     except ImproperlyConfigured:
         error = missing_secret_error()
         raise ImproperlyConfigured(f"{error.msg} {error.hint}") from None
+    try:
+        error = undecryptable_error()
+    finally:
+        connection.close()  # this thread serves no request: its connection goes back
+    if error is not None:
+        raise ImproperlyConfigured(f"{error.msg} {error.hint}")

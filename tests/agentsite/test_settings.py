@@ -1,5 +1,5 @@
 """Settings load from the environment, with safe defaults when nothing is set, and write
-nothing: `manage.py prepare_instance` makes var/ and the development key (issue 43)."""
+nothing: `manage.py prepare_instance` makes var/ and the instance's key (issue 43)."""
 
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ def test_the_generated_secret_is_read_and_kept(tmp_path):
     first = load_settings(tmp_path)["secret"]
     assert manage(tmp_path, "prepare_instance").returncode == 0
     second = load_settings(tmp_path)["secret"]
-    assert first == second and len(first) > 50 and first.startswith("django-insecure-")
+    assert first == second and len(first) > 50 and not first.startswith("django-insecure-")
     secret_file = tmp_path / "secret_key"
     assert secret_file.read_text() == first
     assert oct(secret_file.stat().st_mode & 0o777) == "0o600"
@@ -161,12 +161,14 @@ def test_env_vars_switch_to_team_mode(tmp_path):
 @pytest.mark.parametrize(
     ("env", "refused"),
     [
-        ({}, True),
+        ({}, False),  # the instance's own key (var/secret_key): DEBUG off, as make run
         ({"DEBUG": "true"}, False),
         ({"SECRET_KEY": "a-real-production-secret-" + "k" * 40}, False),
+        ({"SECRET_KEY": "django-insecure-" + "k" * 50}, True),  # a template's key
+        ({"SECRET_KEY": "django-insecure-" + "k" * 50, "DEBUG": "true"}, False),
     ],
 )
-def test_system_check_refuses_dev_secret_without_debug(tmp_path, env, refused):
+def test_system_check_refuses_a_key_marked_insecure_without_debug(tmp_path, env, refused):
     assert manage(tmp_path, "prepare_instance", **env).returncode == 0
     result = manage(tmp_path, "check", **env)
     if refused:

@@ -121,7 +121,7 @@ def test_an_existing_install_is_tightened(tmp_path: Path):
 def test_prepare_instance_is_idempotent(tmp_path: Path):
     var = tmp_path / "var"
     first = _prepare(var)
-    assert "created" in first and "a new development SECRET_KEY" in first
+    assert "created" in first and "a new SECRET_KEY for this instance" in first
     key, modes = (var / "secret_key").read_text(), _modes(var)
     _run_app(var)  # the database now holds a table and the media an artifact
     database = (var / "db.sqlite3").read_bytes()

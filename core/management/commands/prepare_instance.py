@@ -4,7 +4,7 @@
 nothing but modes that were loosened (an existing install is tightened). It makes:
 
 - ``AGENTSITE_VAR_DIR`` (default ``var/``), mode 0700;
-- the development secret key ``var/secret_key`` (0600), unless ``SECRET_KEY`` is set in
+- this instance's secret key ``var/secret_key`` (0600), unless ``SECRET_KEY`` is set in
   the environment; a key already there is kept (sessions survive);
 - ``MEDIA_ROOT`` and ``STATIC_ROOT``, 0700;
 - the SQLite database file (and its ``-wal``/``-shm``/``-journal``), 0600: created empty
@@ -24,12 +24,12 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from core.filemodes import private_dir, private_file, private_sqlite
-from core.secrets import create_dev_secret
+from core.secrets import create_instance_secret
 
 
 class Command(BaseCommand):
     help = (
-        "Create var/ (0700), the development secret key (0600, unless SECRET_KEY is set), "
+        "Create var/ (0700), this instance's secret key (0600, unless SECRET_KEY is set), "
         "the media and static folders and the SQLite file (0600). Idempotent."
     )
     requires_system_checks: list[str] = []
@@ -41,8 +41,8 @@ class Command(BaseCommand):
         key_file = settings.AGENTSITE_SECRET_KEY_FILE
         if key_file is not None:  # in AGENTSITE_VAR_DIR
             private_file(Path(key_file))  # tightened before a key is written into it
-            if create_dev_secret(Path(key_file)):
-                made.append(f"{key_file} (a new development SECRET_KEY)")
+            if create_instance_secret(Path(key_file)):
+                made.append(f"{key_file} (a new SECRET_KEY for this instance)")
         made += self._directory(Path(settings.STATIC_ROOT))
         database = settings.DATABASES["default"]
         if database["ENGINE"] == "django.db.backends.sqlite3":

@@ -10,29 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.apps import apps
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 
 from core.crypto import EncryptedTextField, decrypt, reset_cache, rotate
+from core.keys import encrypted_fields
 
 BATCH = 500
-
-
-def encrypted_fields() -> list[tuple[type, list[EncryptedTextField]]]:
-    """(model, its encrypted fields) for every concrete, managed installed model."""
-    found = []
-    for model in apps.get_models():
-        if model._meta.proxy or not model._meta.managed:
-            continue
-        fields = [
-            f
-            for f in model._meta.concrete_fields
-            if isinstance(f, EncryptedTextField) and f.model is model
-        ]
-        if fields:
-            found.append((model, fields))
-    return found
 
 
 class Command(BaseCommand):
