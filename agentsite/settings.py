@@ -17,6 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 from core.secrets import read_instance_secret
 
@@ -56,8 +57,10 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: the request id (X-Request-ID) and the log context of all below (core/logcontext.py).
+    "core.logcontext.RequestContextMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "csp.middleware.CSPMiddleware",  # first: every response below it gets the policy
+    "csp.middleware.CSPMiddleware",  # early: every response below it gets the policy
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -172,6 +175,8 @@ AGENTSITE_MESSAGE_MAX_CHARS = env.int("AGENTSITE_MESSAGE_MAX_CHARS", default=100
 # form) plus 64 KiB for the rest (conversations/http/body.py).
 DATA_UPLOAD_MAX_MEMORY_SIZE = AGENTSITE_MESSAGE_MAX_CHARS * 12 + 64 * 1024
 AGENTSITE_API_RATE_LIMIT = env.int("AGENTSITE_API_RATE_LIMIT", default=120)  # per minute
+# GET /metrics answers this bearer token only; empty: /metrics is a 404 (core/metrics.py).
+AGENTSITE_METRICS_TOKEN = env.str("AGENTSITE_METRICS_TOKEN", default="")
 # The most messages and runs one conversation import writes, in one transaction that holds
 # SQLite's write lock (2,000 runs and messages: 0.9 s on the 2-core test machine).
 AGENTSITE_IMPORT_MAX_MESSAGES = env.int("AGENTSITE_IMPORT_MAX_MESSAGES", default=4_000)
@@ -304,13 +309,41 @@ CONTENT_SECURITY_POLICY = {
     },
 }
 
+# "text" (one line of text a record) or "json" (one JSON object a line, with the request,
+# user, conversation, run and Celery task ids: core/jsonlog.py, core/logcontext.py). Both
+# on stderr; daphne's access log is its own, on stdout (docs/deployment.md, "Logs").
+AGENTSITE_LOG_FORMAT = env.str("AGENTSITE_LOG_FORMAT", default="text")
+if AGENTSITE_LOG_FORMAT not in ("text", "json"):
+    raise ImproperlyConfigured(
+        f"AGENTSITE_LOG_FORMAT is {AGENTSITE_LOG_FORMAT!r}: set it to text or json"
+    )
+_JSON_LOGS = AGENTSITE_LOG_FORMAT == "json"
+# A Celery worker keeps this configuration instead of putting its own handler on the root
+# logger (and its task logger, which does not propagate, writes through it too).
+CELERY_WORKER_HIJACK_ROOT_LOGGER = not _JSON_LOGS
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"context": {"()": "core.logcontext.ContextFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {"()": "core.jsonlog.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json" if _JSON_LOGS else "plain",
+            "filters": ["context"] if _JSON_LOGS else [],
+        }
+    },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {
+        **(
+            {"celery.task": {"handlers": ["console"], "propagate": False}}
+            if _JSON_LOGS
+            else {}
+        ),
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},
         # Celery's "Task ... received" and "... succeeded in" lines: two writes per run on a

@@ -4,12 +4,13 @@ from django.contrib import admin
 from django.urls import include, path
 
 from conversations.api import token_pages
-from core import health
+from core import health, metrics
 from tools.markdown import views as markdown_views
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics.metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/", include("conversations.api.urls")),

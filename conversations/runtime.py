@@ -15,6 +15,7 @@ from conversations.runs.launcher import RunTasks, Sweeper
 from conversations.runs.pacing import FramePacer
 from conversations.runs.publisher import EventWriter
 from core import runtime
+from core.metrics import ProcessMetrics
 from core.runtime import Runtime
 from engine.llm.openai import ConnectionPool
 from tools.builtin.python_exec import SandboxSlots
@@ -26,6 +27,7 @@ __all__ = ["build", "start_for_server", "start_for_worker"]
 def build(parts: Runtime, *, sweeps: bool = False) -> None:
     """Add every part (on the runtime's loop). ``sweeps``: an ASGI server's, which
     reports the runs whose process died."""
+    parts.add(ProcessMetrics())
     parts.add(ConnectionPool())
     parts.add(MCPSessionPool())
     parts.add(SandboxSlots())

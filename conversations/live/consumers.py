@@ -36,6 +36,7 @@ from conversations.runs.db import db
 from conversations.runs.publisher import conversation_group
 from core import runtime
 from core.converters import DB_ID_MAX
+from core.metrics import CLIENTS_OPEN
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     subscription: LiveSubscription | None = None
     forwarding: asyncio.Task[None] | None = None
     receiving: asyncio.Future[dict[str, Any]] | None = None  # the forwarder's receive
+    counted = False  # among the open clients of the metrics (accepted, not yet left)
 
     async def __call__(self, scope, receive, send) -> None:
         """The consumer, then its place in the group given back, whichever way it ended
@@ -88,6 +90,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         # drops a handshake not answered within its connect timeout, 5 s by default, which
         # 50 pages reconnecting to a long run at once reached).
         await self.accept()
+        CLIENTS_OPEN.labels("websocket").inc()
+        self.counted = True
         try:
             frames, self.last_seq, running = await db(timeline.socket_catch_up)(
                 conversation_id=self.conversation_id, after_seq=_after(self.scope)
@@ -106,6 +110,9 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     async def _leave(self) -> None:
         """Stop forwarding and give the socket's place in the group back (once)."""
         subscription, self.subscription = self.subscription, None
+        if self.counted:
+            self.counted = False
+            CLIENTS_OPEN.labels("websocket").dec()
         if self.forwarding is not None:
             self.forwarding.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -34,6 +34,7 @@ from conversations.live.eventlog import (
 from conversations.models import Run, RunEvent
 from conversations.runs.db import DATABASE_OUTAGES, db
 from conversations.runs.publisher import Entry, conversation_group
+from core.metrics import CLIENTS_OPEN
 
 logger = logging.getLogger(__name__)
 
@@ -193,6 +194,7 @@ async def event_stream(
     # every heartbeat would unsubscribe and subscribe again each time (how channels_redis
     # learns a channel is gone), dropping what arrived in between.
     receiving = asyncio.ensure_future(layer.receive(channel))
+    CLIENTS_OPEN.labels("sse").inc()
     try:
         replay = await db(selectors.events_after)(conversation_id, after)
         if not all_branches and replay:
@@ -242,6 +244,7 @@ async def event_stream(
             "event stream of conversation %s ended: database unreachable", conversation_id
         )
     finally:
+        CLIENTS_OPEN.labels("sse").dec()
         await subscription.leave(receiving)
 
 

@@ -24,6 +24,7 @@ from django.utils import timezone
 from conversations.models import ToolApproval
 from conversations.runs.control import RunControl
 from conversations.runs.db import db
+from core.metrics import APPROVALS_WAITING
 from engine.approval import ApprovalRequest
 
 logger = logging.getLogger(__name__)
@@ -56,10 +57,13 @@ class RunApprover:
             status = await db(approval_open)(run_id=self.run_id, request=request)
             if status != ToolApproval.Status.PENDING:  # decided before the row was saved
                 return status
+            APPROVALS_WAITING.inc()
             try:
                 await asyncio.wait_for(decision, approval_timeout())
             except TimeoutError:
                 await db(approval_expire)(run_id=self.run_id, call_id=request.call_id)
+            finally:
+                APPROVALS_WAITING.dec()
             # The row is the truth, whatever the wake-up said.
             return await db(approval_taken)(run_id=self.run_id, request=request)
         finally:

@@ -24,6 +24,7 @@ from conversations.runs.agents import RunModels, agent_for, agent_run, run_model
 from conversations.runs.approvals import RunApprover
 from conversations.runs.control import RunControl, read_runs_state
 from conversations.runs.db import DATABASE_OUTAGES, db, patiently
+from conversations.runs.metering import RunMeter
 from conversations.runs.publisher import Entry, RunPublisher
 from conversations.runs.wording import duration_words
 from core.configcache import cached, current_token
@@ -111,6 +112,7 @@ class RunExecution:
         self.setup: RunSetup | None = None
         self.publisher: RunPublisher | None = None
         self.result: AgentResult | None = None
+        self.meter = RunMeter()
         self.answered = False  # the answer is saved and the run closed
         self.unsaved = False  # saving the answer failed
         self.followup: Run | None = None
@@ -142,6 +144,7 @@ class RunExecution:
             if self.setup is None:
                 logger.info("run %s was stopped before it started", self.run_id)
                 return RunOutcome(None)
+            self.meter.start(self.setup.model)
             self.control.apply_state(*self.setup.state)  # saved while it was queued
             deadline = settings.AGENTSITE_RUN_DEADLINE_SECONDS
             timer = (
@@ -167,6 +170,7 @@ class RunExecution:
             if self.setup is not None and self.setup.models is not None:
                 await self.setup.models.aclose()
         await self._end(status, error)
+        self.meter.end(status, self.result.usage if self.result is not None else None)
         try:
             await self.publisher.release_numbers()
         except Exception:  # they stay a gap in the numbers, nothing more
@@ -317,6 +321,7 @@ class RunExecution:
     async def _on_event(self, event: AgentEvent) -> None:
         """The engine's events: the run's ``Done`` closes the run with its answer."""
         assert self.publisher is not None
+        self.meter.on_event(event)
         if isinstance(event, Inject):
             self.taken_in += 1
         if isinstance(event, Done) and self.result is not None:
