@@ -31,11 +31,11 @@ from django.urls import path, re_path  # noqa: E402
 from conversations.routing import websocket_urlpatterns  # noqa: E402
 from conversations.runtime import start_for_server  # noqa: E402
 from core import runtime  # noqa: E402
-from core.checks import refuse_to_serve_misconfigured  # noqa: E402
+from core.checks import refuse_to_serve_without_key  # noqa: E402
 from core.origins import OriginCheck  # noqa: E402
 from core.tuning import tune_for_streaming, tune_garbage_collection, warm_up  # noqa: E402
 
-refuse_to_serve_misconfigured()
+refuse_to_serve_without_key()
 tune_for_streaming()
 
 ASYNC_ROUTES = [

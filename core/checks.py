@@ -110,15 +110,22 @@ def undecryptable_error() -> Error | None:
     )
 
 
-def refuse_to_serve_misconfigured() -> None:
-    """Servers and workers run no system checks: without a key, or with a key that cannot
-    read the stored secrets, they stop here, at start, saying what to do, instead of
-    failing every request."""
+def refuse_to_serve_without_key() -> None:
+    """Servers and workers run no system checks: without a key they stop here, at start,
+    saying what to do, instead of failing every request (no database needed: the ASGI
+    module calls it when imported)."""
     try:
         settings.SECRET_KEY  # noqa: B018 (Django refuses to hand out an empty key)
     except ImproperlyConfigured:
         error = missing_secret_error()
         raise ImproperlyConfigured(f"{error.msg} {error.hint}") from None
+
+
+def refuse_to_serve_misconfigured() -> None:
+    """What ``agentsite-server`` and a Celery worker check when they start: a key, and
+    one that reads the stored secrets (a changed key would fail every page that loads a
+    provider)."""
+    refuse_to_serve_without_key()
     try:
         error = undecryptable_error()
     finally:

@@ -5,6 +5,7 @@ can enter them again (issue 44)."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -26,6 +27,12 @@ def fresh_keys() -> Iterator[None]:
     reset_cache()
     yield
     reset_cache()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def codes(errors) -> list[str]:
@@ -72,8 +79,8 @@ def test_encryption_keys_name_the_setting_and_old_keys_still_read(settings):
 
 
 def test_servers_and_workers_refuse_to_start_with_a_key_that_cannot_read(tmp_path):
-    """What a server (agentsite.asgi) and `manage.py check` say after SECRET_KEY changed
-    under a stored provider key; after the fix the server starts."""
+    """What `agentsite-server` and `manage.py check` say after SECRET_KEY changed under a
+    stored provider key; after the fix the check passes."""
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "agentsite.settings",
@@ -98,7 +105,17 @@ def test_servers_and_workers_refuse_to_start_with_a_key_that_cannot_read(tmp_pat
     assert run("manage.py", "shell", "-c", create).returncode == 0
     changed = {"SECRET_KEY": "a-changed-secret-key-" + "b" * 40}
 
-    started = run("-c", "import agentsite.asgi", **changed)
+    port = str(free_port())
+    started = run(
+        "-m",
+        "agentsite.server",
+        "-b",
+        "127.0.0.1",
+        "-p",
+        port,
+        "agentsite.asgi:application",
+        **changed,
+    )
     assert started.returncode != 0
     assert "1 stored secret(s) cannot be decrypted with the configured SECRET_KEY" in started.stderr
     assert "forget_undecryptable_secrets" in started.stderr
@@ -106,4 +123,4 @@ def test_servers_and_workers_refuse_to_start_with_a_key_that_cannot_read(tmp_pat
     assert checked.returncode != 0 and "agentsite.E003" in checked.stderr
 
     assert run("manage.py", "forget_undecryptable_secrets", **changed).returncode == 0
-    assert run("-c", "import agentsite.asgi", **changed).returncode == 0
+    assert run("manage.py", "check", **changed).returncode == 0
