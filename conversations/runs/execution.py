@@ -145,6 +145,11 @@ class RunExecution:
                 logger.info("run %s was stopped before it started", self.run_id)
                 return RunOutcome(None)
             self.meter.start(self.setup.model)
+            logger.info(
+                "run %s started%s",
+                self.run_id,
+                f" (Celery task {self.task_id})" if self.task_id else "",
+            )
             self.control.apply_state(*self.setup.state)  # saved while it was queued
             deadline = settings.AGENTSITE_RUN_DEADLINE_SECONDS
             timer = (

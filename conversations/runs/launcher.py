@@ -36,9 +36,10 @@ RUN_AGENT_TASK = "conversations.run_agent"
 def launch(run_id: int) -> bool:
     """Start executing a run (called after the transaction that created it committed).
 
-    False when the task queue is unreachable: the run is then failed at once, saying so
-    (the message that triggered it stays saved, and Retry starts it again), rather than
-    left queued until the sweep gives up on it.
+    False when the task queue is unreachable, or in embedded mode when this process has
+    no runtime (a management command): the run is then failed at once, saying so (the
+    message that triggered it stays saved, and Retry starts it again), rather than left
+    queued until the sweep gives up on it.
     """
     if settings.AGENTSITE_EXECUTION == "celery":
         try:
@@ -51,7 +52,11 @@ def launch(run_id: int) -> bool:
             return False
         queue_unreachable.recovered()
         return True
-    runs = runtime.primary()
+    runs = runtime.primary_or_none()
+    if runs is None:  # embedded mode in a process that serves nothing (a command)
+        logger.warning("run %s not started: this process has no runtime", run_id)
+        lifecycle.run_fail_unstarted(run_id, lifecycle.NO_RUN_LOOP)
+        return False
     runs.loop.call_soon_threadsafe(runs.get(RunTasks).start, run_id)
     return True
 

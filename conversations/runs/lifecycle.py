@@ -57,6 +57,10 @@ DISK_FULL_AT_START = (
     "The answer could not start: the server's disk is full. Your message is saved; "
     "press Retry once an administrator has freed space."
 )
+NO_RUN_LOOP = (
+    "The answer could not be started: this process (a command or script, not the server) "
+    "executes no runs. Your message is saved; press Retry in the chat."
+)
 QUEUE_UNREACHABLE = (
     "The answer could not be started: the task queue is not answering. "
     "Your message is saved; press Retry in a moment."

@@ -21,6 +21,9 @@ SCRIPT = textwrap.dedent(
     from django.contrib.auth import get_user_model
 
     from conversations import services
+    from conversations.runs import launcher
+
+    launcher.launch = lambda run_id: True  # the run waits for the decision, not executed
     from conversations.runs.approvals import approval_open
     from conversations.runs.publisher import publish_events_sync
     from engine.approval import ApprovalRequest

@@ -144,8 +144,8 @@ async def test_a_conversation_goes_on_on_the_other_worker_after_one_is_killed(
                 what="five answer words",
                 detail=stack.logs,
             )
-            # A worker's run loop starts with its first run: the one that logged it runs this.
-            running = [w for w in stack.workers if "runs execute on" in w.text()]
+            # The worker that logged the run's start runs it.
+            running = [w for w in stack.workers if f"run {first} started" in w.text()]
             assert len(running) == 1, [w.name for w in running]
             running[0].popen.kill()
             await async_wait_for(
