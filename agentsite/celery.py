@@ -43,7 +43,10 @@ def _tune_worker(sender: object, **_kwargs: object) -> None:
 
 @worker_process_init.connect
 def _start_child_runtime(**_kwargs: object) -> None:
-    _start_runtime()  # a prefork child: a thread started before the fork is not in it
+    # A prefork child (a thread started before the fork is not in it). The solo pool sends
+    # this signal too, in the process worker_init already gave a runtime.
+    if runtime.primary_or_none() is None:
+        _start_runtime()
 
 
 def _start_runtime() -> None:

@@ -339,11 +339,7 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {
-        **(
-            {"celery.task": {"handlers": ["console"], "propagate": False}}
-            if _JSON_LOGS
-            else {}
-        ),
+        **({"celery.task": {"handlers": ["console"], "propagate": False}} if _JSON_LOGS else {}),
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},
         # Celery's "Task ... received" and "... succeeded in" lines: two writes per run on a

@@ -19,18 +19,17 @@ import ipaddress
 from django.conf import settings
 from django.http import HttpRequest
 
+from core.proxies import forwarded_chain
+
 
 def client_address(request: HttpRequest) -> str:
     """The client's address: ``REMOTE_ADDR``, or the address the outermost trusted proxy
     received the request from."""
     remote = request.META.get("REMOTE_ADDR", "")
     hops = settings.AGENTSITE_TRUSTED_PROXY_HOPS
-    if hops <= 0:
-        return remote
-    forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
-    chain = [part.strip() for part in forwarded.split(",") if part.strip()]
+    chain = forwarded_chain(request)  # core/proxies.py: empty without trusted proxies
     if not chain:
-        return remote  # not through the proxies (or they do not say)
+        return remote  # no proxies trusted, or not through them (or they do not say)
     # Fewer entries than proxies: a proxy left the header alone; the left-most is the
     # closest to the client that any trusted proxy wrote.
     candidate = chain[-hops] if len(chain) >= hops else chain[0]

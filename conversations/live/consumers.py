@@ -34,7 +34,7 @@ from conversations.live.frames import LiveFrames
 from conversations.pages import timeline
 from conversations.runs.db import db
 from conversations.runs.publisher import conversation_group
-from core import runtime
+from core import logcontext, runtime
 from core.converters import DB_ID_MAX
 from core.metrics import CLIENTS_OPEN
 
@@ -70,6 +70,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     async def connect(self) -> None:
         user = self.scope.get("user")
         self.conversation_id = int(self.scope["url_route"]["kwargs"]["conversation_id"])
+        # The log context of the connection's task (core/logcontext.py).
+        logcontext.bind(conversation_id=self.conversation_id, user_id=getattr(user, "pk", None))
         if user is None or not user.is_authenticated:
             await self.close(code=4403)
             return

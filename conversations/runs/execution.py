@@ -27,6 +27,7 @@ from conversations.runs.db import DATABASE_OUTAGES, db, patiently
 from conversations.runs.metering import RunMeter
 from conversations.runs.publisher import Entry, RunPublisher
 from conversations.runs.wording import duration_words
+from core import logcontext
 from core.configcache import cached, current_token
 from core.errors import ApplicationError
 from core.outages import is_disk_full
@@ -124,6 +125,8 @@ class RunExecution:
         self.saved_late = False  # readers saw the run's end before it could be written
 
     async def execute(self) -> RunOutcome:
+        # The log context of the run's task (core/logcontext.py); the conversation once read.
+        logcontext.bind(run_id=self.run_id, task_id=self.task_id or None)
         # Wake-ups are received before the claim: a Stop or follow-up saved from now on
         # reaches the run; one saved before is seen by the claim or the first check.
         await self.control.start()
@@ -150,6 +153,7 @@ class RunExecution:
                 self.run_id,
                 f" (Celery task {self.task_id})" if self.task_id else "",
             )
+            logcontext.bind(conversation_id=self.setup.run.conversation_id)
             self.control.apply_state(*self.setup.state)  # saved while it was queued
             deadline = settings.AGENTSITE_RUN_DEADLINE_SECONDS
             timer = (
