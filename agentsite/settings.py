@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "core",
+    "audit",  # the audit log (audit/): below the apps whose changes it records
     "llms",
     "tools",
     "conversations",

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from audit.services import record
 from conversations.history.numbering import next_message_seq
 from conversations.history.tree import RunTree
 from conversations.models import AgentMode, Conversation, Message, Run, RunEvent, ToolApproval
@@ -335,6 +336,14 @@ def approval_decide(*, run: Run, call_id: str, user, approve: bool) -> ToolAppro
                 code="conflict",
             )
         approval.status = status
+        # Audited with the tool's name only: its arguments may hold what the user typed.
+        record(
+            "approval.approved" if approve else "approval.denied",
+            actor=user,
+            target=approval,
+            target_label=f"{approval.tool_name} (run {run.pk}, call {call_id})",
+            changes={"status": [ToolApproval.Status.PENDING.value, status.value]},
+        )
         transaction.on_commit(lambda: control.send_approval(run.pk, call_id, status))
     return approval
 

@@ -22,6 +22,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
+from audit.adminmixin import AuditedAdminMixin
 from core.errors import ApplicationError
 from llms.discovery import (
     discover_local_server,
@@ -67,7 +68,7 @@ class LLMModelInline(admin.TabularInline):
 
 
 @admin.register(Provider)
-class ProviderAdmin(admin.ModelAdmin):
+class ProviderAdmin(AuditedAdminMixin, admin.ModelAdmin):
     form = ProviderAdminForm
     list_display = ["name", "kind", "base_url", "timeout", "has_api_key", "model_count"]
     list_filter = ["kind"]
@@ -109,7 +110,7 @@ class ProviderAdmin(admin.ModelAdmin):
 
 
 @admin.register(LLMModel)
-class LLMModelAdmin(admin.ModelAdmin):
+class LLMModelAdmin(AuditedAdminMixin, admin.ModelAdmin):
     form = LLMModelAdminForm
     list_display = [
         "__str__",
@@ -325,7 +326,7 @@ class LLMModelAdmin(admin.ModelAdmin):
 
 
 @admin.register(RoleAssignment)
-class RoleAssignmentAdmin(admin.ModelAdmin):
+class RoleAssignmentAdmin(AuditedAdminMixin, admin.ModelAdmin):
     """Which model plan steps asking for a role get, per group or for everyone."""
 
     form = RoleAssignmentAdminForm
@@ -362,7 +363,7 @@ admin.site.unregister(Group)
 
 
 @admin.register(Group)
-class LLMGroupAdmin(GroupAdmin):
+class LLMGroupAdmin(AuditedAdminMixin, GroupAdmin):
     inlines = [*GroupAdmin.inlines, RoleAssignmentInline]
 
 

@@ -20,6 +20,7 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.debug import sensitive_post_parameters
 
+from audit.adminmixin import AuditedAdminMixin
 from core.forms import resolve_secret, write_only_field
 from llms.models import secret_hint
 from tools.models import ToolConfig
@@ -83,7 +84,7 @@ def toolconfig_form_for(spec: ToolSpec | None) -> type[ToolConfigAdminForm]:
 
 
 @admin.register(ToolConfig)
-class ToolConfigAdmin(admin.ModelAdmin):
+class ToolConfigAdmin(AuditedAdminMixin, admin.ModelAdmin):
     list_display = [
         "name",
         "enabled",

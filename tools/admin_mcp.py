@@ -15,6 +15,7 @@ from django.http import HttpRequest
 from django.template.defaultfilters import truncatechars
 from django.utils.html import format_html, format_html_join
 
+from audit.adminmixin import AuditedAdminMixin
 from tools.mcp.services import mcp_server_refresh
 from tools.models import Artifact, MCPServer
 
@@ -98,7 +99,7 @@ class MCPServerForm(forms.ModelForm):
 
 
 @admin.register(MCPServer)
-class MCPServerAdmin(admin.ModelAdmin):
+class MCPServerAdmin(AuditedAdminMixin, admin.ModelAdmin):
     form = MCPServerForm
     list_display = [
         "name", "transport", "enabled", "requires_confirmation", "health_badge", "tool_count",

@@ -7,6 +7,7 @@ from django.urls import reverse
 from django.utils.http import content_disposition_header
 from ninja import Router, Status
 
+from audit.services import client_of
 from conversations import selectors
 from conversations.api.docs import errors
 from conversations.api.outputs import conversation_detail_out, share_out
@@ -52,7 +53,11 @@ def conversation_export(
 ):
     conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
     body, content_type, filename = exporting.export_document(
-        conversation=conversation, fmt=format, tree=tree == "1"
+        conversation=conversation,
+        fmt=format,
+        tree=tree == "1",
+        actor=request.user,
+        client=client_of(request),
     )
     response = HttpResponse(body, content_type=content_type)
     response["Content-Disposition"] = content_disposition_header(True, filename)
@@ -78,7 +83,9 @@ def conversation_export(
 )
 def conversation_import(request: HttpRequest, response: HttpResponse):
     raw = read_body(request, importing.import_max_bytes())
-    conversation = importing.conversation_import(owner=request.user, raw=raw)
+    conversation = importing.conversation_import(
+        owner=request.user, raw=raw, client=client_of(request)
+    )
     response["Location"] = reverse("api_conversation", args=[conversation.pk])
     return Status(201, conversation_detail_out(conversation))
 
@@ -95,7 +102,9 @@ def conversation_import(request: HttpRequest, response: HttpResponse):
 def share_create(request: HttpRequest, conversation_id: ConversationId, payload: ShareNewBody):
     conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
     share = sharing.share_create(
-        conversation=conversation, include_artifacts=payload.include_artifacts
+        conversation=conversation,
+        include_artifacts=payload.include_artifacts,
+        client=client_of(request),
     )
     return Status(201, share_out(request, share))
 
@@ -130,5 +139,9 @@ def share_get(request: HttpRequest, share_id: ShareId):
     summary="Revoke a shared link (its page answers 404 from now on)",
 )
 def share_revoke(request: HttpRequest, share_id: ShareId):
-    sharing.share_revoke(share=sharing.share_get(user=request.user, share_id=share_id))
+    sharing.share_revoke(
+        share=sharing.share_get(user=request.user, share_id=share_id),
+        actor=request.user,
+        client=client_of(request),
+    )
     return HttpResponse(status=204)

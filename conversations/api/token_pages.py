@@ -7,6 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from audit.services import client_of
 from conversations.http import tokens
 from core.crypto import decrypt, encrypt
 from core.errors import ApplicationError
@@ -30,7 +31,9 @@ def token_list(request: HttpRequest) -> HttpResponse:
     error = ""
     if request.method == "POST":
         try:
-            token, raw = tokens.token_create(user=request.user, name=request.POST.get("name", ""))
+            token, raw = tokens.token_create(
+                user=request.user, name=request.POST.get("name", ""), client=client_of(request)
+            )
         except ApplicationError as exc:
             error = exc.message
         else:
@@ -53,6 +56,6 @@ def token_list(request: HttpRequest) -> HttpResponse:
 @require_POST
 def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
     token = tokens.token_get(user=request.user, token_id=token_id)
-    tokens.token_revoke(token=token)
+    tokens.token_revoke(token=token, actor=request.user, client=client_of(request))
     flash.success(request, f"Token “{token.name}” ({token.prefix}…) revoked.")
     return redirect("token_list")

@@ -15,6 +15,7 @@ from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
+from audit.services import Client, record
 from conversations.models import APIToken
 from core.errors import ApplicationError
 
@@ -40,8 +41,10 @@ def token_hash(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
-def token_create(*, user, name: str = "") -> tuple[APIToken, str]:
-    """Create a token for ``user``; returns the row and the plaintext (shown once)."""
+def token_create(*, user, name: str = "", client: Client | None = None) -> tuple[APIToken, str]:
+    """Create a token for ``user``; returns the row and the plaintext (shown once).
+
+    Audited as ``token.created`` (the plaintext and its hash never reach the log)."""
     name = (name or "").strip()
     if len(name) > NAME_MAX_CHARS:
         raise ApplicationError(
@@ -54,6 +57,13 @@ def token_create(*, user, name: str = "") -> tuple[APIToken, str]:
         name=name or "API token",
         prefix=raw[:PREFIX_CHARS],
         token_hash=token_hash(raw),
+    )
+    record(
+        "token.created",
+        actor=user,
+        target=token,
+        target_label=f"{token.name} ({token.prefix}…)",
+        client=client,
     )
     return token, raw
 
@@ -68,13 +78,23 @@ def token_get(*, user, token_id: int) -> APIToken:
     return get_object_or_404(APIToken, pk=token_id, user=user)
 
 
-def token_revoke(*, token: APIToken) -> APIToken:
-    """Revoke a token for good (idempotent: the first revocation time is kept)."""
+def token_revoke(*, token: APIToken, actor=None, client: Client | None = None) -> APIToken:
+    """Revoke a token for good (idempotent: the first revocation time is kept).
+
+    Audited as ``token.revoked`` once, by ``actor`` (default: the token's owner)."""
     if token.revoked_at is None:
         token.revoked_at = timezone.now()
-        APIToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
+        revoked = APIToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
             revoked_at=token.revoked_at
         )
+        if revoked:
+            record(
+                "token.revoked",
+                actor=actor if actor is not None else token.user,
+                target=token,
+                target_label=f"{token.name} ({token.prefix}…)",
+                client=client,
+            )
     return token
 
 

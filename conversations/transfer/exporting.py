@@ -16,6 +16,7 @@ from typing import Any
 from django.utils import timezone
 from django.utils.text import slugify
 
+from audit.services import Client, record
 from conversations import selectors
 from conversations.models import Conversation, Message, Run, RunEvent
 from conversations.pages.rendering import ToolCard, build_run_view
@@ -176,19 +177,36 @@ def export_json(*, conversation: Conversation, tree: bool = False) -> dict[str, 
 
 
 def export_document(
-    *, conversation: Conversation, fmt: str, tree: bool = False
+    *,
+    conversation: Conversation,
+    fmt: str,
+    tree: bool = False,
+    actor=None,
+    client: Client | None = None,
 ) -> tuple[str, str, str]:
-    """The export as ``(body, content type, file name)``; ``fmt`` is markdown or json."""
+    """The export as ``(body, content type, file name)``; ``fmt`` is markdown or json.
+
+    Audited as ``conversation.exported`` by ``actor`` (default: the owner)."""
     if fmt == "markdown":
         body = export_markdown(conversation=conversation)
-        return body, "text/markdown; charset=utf-8", export_filename(conversation, "md")
-    if fmt == "json":
+        content_type, filename = "text/markdown; charset=utf-8", export_filename(conversation, "md")
+    elif fmt == "json":
         document = export_json(conversation=conversation, tree=tree)
         body = json.dumps(document, ensure_ascii=False, indent=2)
-        return body, "application/json; charset=utf-8", export_filename(conversation, "json")
-    raise ApplicationError(
-        "Choose the format markdown or json.", extra={"format": ["markdown or json"]}
+        content_type = "application/json; charset=utf-8"
+        filename = export_filename(conversation, "json")
+    else:
+        raise ApplicationError(
+            "Choose the format markdown or json.", extra={"format": ["markdown or json"]}
+        )
+    record(
+        "conversation.exported",
+        actor=actor if actor is not None else conversation.owner,
+        target=conversation,
+        changes={"format": [None, f"{fmt}, every branch" if tree and fmt == "json" else fmt]},
+        client=client,
     )
+    return body, content_type, filename
 
 
 def _fence(text: str, info: str = "") -> str:

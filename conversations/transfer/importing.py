@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from audit.services import Client, record
 from conversations.models import Conversation, Message, Run
 from conversations.services import conversation_create, message_max_chars
 from conversations.transfer.exporting import EXPORT_FORMAT, EXPORT_VERSION
@@ -277,9 +278,10 @@ def _link_runs(links: Iterable[tuple[int | None, int | None, int]]) -> None:
         )
 
 
-def conversation_import(*, owner, raw: bytes) -> Conversation:
+def conversation_import(*, owner, raw: bytes, client: Client | None = None) -> Conversation:
     """A new conversation of ``owner`` from an export file: all of it, or nothing (an
-    :class:`ApplicationError` saying what is wrong with the file)."""
+    :class:`ApplicationError` saying what is wrong with the file). Audited as
+    ``conversation.imported``."""
     plan = _plan(_parse(raw))
     now = timezone.now()
     earlier = now - timedelta(seconds=1)
@@ -318,4 +320,11 @@ def conversation_import(*, owner, raw: bytes) -> Conversation:
         )
         Conversation.objects.filter(pk=conversation.pk).update(last_message_seq=len(rows))
         conversation.last_message_seq = len(rows)
+        record(
+            "conversation.imported",
+            actor=owner,
+            target=conversation,
+            changes={"messages": [None, len(rows)], "runs": [None, len(runs)]},
+            client=client,
+        )
     return conversation

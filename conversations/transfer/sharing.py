@@ -21,6 +21,7 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils import timezone
 
+from audit.services import Client, record
 from conversations.models import Conversation, Message, Run, SharedLink
 from conversations.pages.items import OBSERVATION_PREVIEW_CHARS, ToolCard
 from conversations.transfer.exporting import Branch, branch_load, run_cards
@@ -54,9 +55,12 @@ _ENDINGS = {
 # ----------------------------------------------------------------------- services
 
 
-def share_create(*, conversation: Conversation, include_artifacts: bool = False) -> SharedLink:
-    """A new link to a snapshot of the branch the owner is on now."""
-    return SharedLink.objects.create(
+def share_create(
+    *, conversation: Conversation, include_artifacts: bool = False, client: Client | None = None
+) -> SharedLink:
+    """A new link to a snapshot of the branch the owner is on now (audited as
+    ``share.created``; the link's token never reaches the log)."""
+    share = SharedLink.objects.create(
         owner_id=conversation.owner_id,
         conversation=conversation,
         token=secrets.token_urlsafe(32),
@@ -64,6 +68,17 @@ def share_create(*, conversation: Conversation, include_artifacts: bool = False)
         snapshot=snapshot_build(conversation, include_artifacts=include_artifacts),
         include_artifacts=include_artifacts,
     )
+    record(
+        "share.created",
+        actor=conversation.owner,
+        target=share,
+        changes={
+            "conversation": [None, conversation.pk],
+            "include_artifacts": [None, include_artifacts],
+        },
+        client=client,
+    )
+    return share
 
 
 def share_list(*, user) -> QuerySet[SharedLink]:
@@ -76,12 +91,19 @@ def share_get(*, user, share_id: int) -> SharedLink:
     return get_object_or_404(SharedLink.objects.defer("snapshot"), pk=share_id, owner=user)
 
 
-def share_revoke(*, share: SharedLink) -> SharedLink:
-    """Revoke (once; later calls keep the first time) and drop the snapshot's copy."""
+def share_revoke(*, share: SharedLink, actor=None, client: Client | None = None) -> SharedLink:
+    """Revoke (once; later calls keep the first time) and drop the snapshot's copy.
+    Audited as ``share.revoked`` by ``actor`` (default: the owner)."""
     if share.revoked_at is None:
         share.revoked_at = timezone.now()
         share.snapshot = {}
         share.save(update_fields=["revoked_at", "snapshot"])
+        record(
+            "share.revoked",
+            actor=actor if actor is not None else share.owner,
+            target=share,
+            client=client,
+        )
     return share
 
 

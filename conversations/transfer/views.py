@@ -18,6 +18,7 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.http import require_GET, require_POST
 
+from audit.services import client_of
 from conversations import selectors
 from conversations.transfer import exporting, importing, sharing
 from core.errors import ApplicationError
@@ -29,10 +30,14 @@ NOINDEX = "noindex, nofollow"
 # --------------------------------------------------------------------- downloads
 
 
-def export_response(conversation, *, fmt: str, tree: bool) -> HttpResponse:
+def export_response(conversation, *, fmt: str, tree: bool, request=None) -> HttpResponse:
     """The export as a download (the page's and the API's)."""
     body, content_type, filename = exporting.export_document(
-        conversation=conversation, fmt=fmt, tree=tree
+        conversation=conversation,
+        fmt=fmt,
+        tree=tree,
+        actor=getattr(request, "user", None),
+        client=client_of(request),
     )
     response = HttpResponse(body, content_type=content_type)
     response["Content-Disposition"] = content_disposition_header(True, filename)
@@ -46,7 +51,7 @@ def conversation_export(request: HttpRequest, conversation_id: int) -> HttpRespo
     fmt = request.GET.get("format", "markdown")
     tree = request.GET.get("tree") in ("1", "true")
     try:
-        return export_response(conversation, fmt=fmt, tree=tree)
+        return export_response(conversation, fmt=fmt, tree=tree, request=request)
     except ApplicationError as exc:
         return HttpResponse(exc.message, status=400, content_type="text/plain; charset=utf-8")
 
@@ -60,7 +65,9 @@ def conversation_import(request: HttpRequest) -> HttpResponse:
         return redirect("conversation_list")
     try:  # never more than the limit and a byte is read: the service refuses it
         raw = upload.read(importing.import_max_bytes() + 1)
-        conversation = importing.conversation_import(owner=request.user, raw=raw)
+        conversation = importing.conversation_import(
+            owner=request.user, raw=raw, client=client_of(request)
+        )
     except ApplicationError as exc:
         flash.error(request, f"Nothing was imported: {exc.message}")
         return redirect("conversation_list")
@@ -77,6 +84,7 @@ def conversation_share(request: HttpRequest, conversation_id: int) -> HttpRespon
     share = sharing.share_create(
         conversation=conversation,
         include_artifacts=request.POST.get("include_artifacts") in ("1", "on", "true"),
+        client=client_of(request),
     )
     flash.success(request, f"Shared link created for “{share}”.")
     return redirect(reverse("share_list") + f"#share-{share.pk}")
@@ -93,7 +101,11 @@ def share_list(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 def share_revoke(request: HttpRequest, share_id: int) -> HttpResponse:
-    share = sharing.share_revoke(share=sharing.share_get(user=request.user, share_id=share_id))
+    share = sharing.share_revoke(
+        share=sharing.share_get(user=request.user, share_id=share_id),
+        actor=request.user,
+        client=client_of(request),
+    )
     flash.success(request, f"The link to “{share}” is revoked: it now answers “not found”.")
     return redirect("share_list")
 

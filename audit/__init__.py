@@ -1,0 +1,1 @@
+"""The audit log: who did what, when, from where (append-only)."""

@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class AuditConfig(AppConfig):
+    """The audit log: an append-only record of sign-ins and of changes people make."""
+
+    name = "audit"
+    verbose_name = "Audit log"
+
+    def ready(self) -> None:
+        from audit import receivers  # models: once the app registry is ready
+
+        receivers.connect()
