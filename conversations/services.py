@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from audit.services import record
+from audit.services import Client, record
 from conversations.history.numbering import next_message_seq
 from conversations.history.tree import RunTree
 from conversations.models import AgentMode, Conversation, Message, Run, RunEvent, ToolApproval
@@ -288,7 +288,9 @@ def _report_stopped(run_id: int) -> None:
     publish_events_sync(run=run, events=events)
 
 
-def approval_decide(*, run: Run, call_id: str, user, approve: bool) -> ToolApproval:
+def approval_decide(
+    *, run: Run, call_id: str, user, approve: bool, client: Client | None = None
+) -> ToolApproval:
     """The user's decision on a tool call of ``run`` waiting for approval; the run hears
     of it at once (a wake-up after the commit) or at its next heartbeat."""
     requested = (
@@ -343,6 +345,7 @@ def approval_decide(*, run: Run, call_id: str, user, approve: bool) -> ToolAppro
             target=approval,
             target_label=f"{approval.tool_name} (run {run.pk}, call {call_id})",
             changes={"status": [ToolApproval.Status.PENDING.value, status.value]},
+            client=client,
         )
         transaction.on_commit(lambda: control.send_approval(run.pk, call_id, status))
     return approval

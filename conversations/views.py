@@ -14,6 +14,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from audit.services import client_of
 from conversations import selectors, services
 from conversations.history.tree import Siblings
 from conversations.models import AgentMode
@@ -159,7 +160,11 @@ def run_approval(request: HttpRequest, run_id: int, call_id: str) -> HttpRespons
         return _form_error(request, "Choose Approve or Deny.")
     try:
         approval = services.approval_decide(
-            run=run, call_id=call_id, user=request.user, approve=decision == "approve"
+            run=run,
+            call_id=call_id,
+            user=request.user,
+            approve=decision == "approve",
+            client=client_of(request),
         )
     except ApplicationError as exc:
         if exc.code == "not_found":

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest
 from ninja import Router, Status
 
+from audit.services import client_of
 from conversations import selectors, services
 from conversations.api.docs import errors
 from conversations.api.lookups import model_for
@@ -115,7 +116,11 @@ def run_select(request: HttpRequest, run_id: RunId):
 def run_approval(request: HttpRequest, run_id: RunId, call_id: CallId, payload: ApprovalDecision):
     run = selectors.run_get(user=request.user, run_id=run_id)
     approval = services.approval_decide(
-        run=run, call_id=call_id, user=request.user, approve=payload.approve
+        run=run,
+        call_id=call_id,
+        user=request.user,
+        approve=payload.approve,
+        client=client_of(request),
     )
     return {"call_id": approval.call_id, "status": approval.status}
 

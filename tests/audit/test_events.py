@@ -310,7 +310,7 @@ def test_approval_and_denial_from_the_page(user_client, user, no_launch, setting
     assert approved.actor == user and approved.target_type == "conversations.toolapproval"
     assert approved.target_label == f"erase (run {run.pk}, call call-1)"
     assert approved.changes == {"status": ["pending", "approved"]}
-    assert approved.request_id == "req-approve-1"  # the logs' id: no request passed
+    assert (approved.address, approved.request_id) == ("10.8.8.8", "req-approve-1")
     [denied] = events("approval.denied")
     assert denied.changes == {"status": ["pending", "denied"]}
     assert "/secret-" not in raw_log()
