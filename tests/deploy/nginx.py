@@ -14,8 +14,10 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
+import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -251,3 +253,24 @@ def configured_nginx(
     finally:
         nginx.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def raw_exchange(port: int, head: bytes | str, *, timeout: float = 10) -> bytes:
+    """Send a request head (no body, whatever it declares) and read one answer: its head
+    and the body its Content-Length announces."""
+    with socket.create_connection((LOOPBACK, port), timeout=timeout) as sock:
+        sock.sendall(head.encode() if isinstance(head, str) else head)
+        received = b""
+        while b"\r\n\r\n" not in received:
+            data = sock.recv(65536)
+            if not data:
+                return received
+            received += data
+        header, _, body = received.partition(b"\r\n\r\n")
+        length = re.search(rb"(?im)^content-length: *(\d+)", header)
+        while length and len(body) < int(length[1]):
+            data = sock.recv(65536)
+            if not data:
+                break
+            body += data
+        return header + b"\r\n\r\n" + body

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import socket
 import time
 from pathlib import Path
 
@@ -15,7 +14,14 @@ import httpx
 import pytest
 from django.conf import settings
 
-from tests.deploy.nginx import PLACEHOLDERS, TEMPLATE, collect_static, configured_nginx, render
+from tests.deploy.nginx import (
+    PLACEHOLDERS,
+    TEMPLATE,
+    collect_static,
+    configured_nginx,
+    raw_exchange,
+    render,
+)
 from tests.integration.stack import LOOPBACK, free_port
 from tests.tlscert import self_signed_certificate
 
@@ -103,26 +109,6 @@ def proxy(web_server, collected):
         yield nginx
 
 
-def raw_request(port: int, head: str, *, timeout: float = 10) -> bytes:
-    """Send a request head (no body, whatever it declares) and read one answer."""
-    with socket.create_connection((LOOPBACK, port), timeout=timeout) as sock:
-        sock.sendall(head.encode())
-        received = b""
-        while b"\r\n\r\n" not in received:
-            data = sock.recv(65536)
-            if not data:
-                return received
-            received += data
-        header, _, body = received.partition(b"\r\n\r\n")
-        length = re.search(rb"(?im)^content-length: *(\d+)", header)
-        while length and len(body) < int(length[1]):
-            data = sock.recv(65536)
-            if not data:
-                break
-            body += data
-        return header + b"\r\n\r\n" + body
-
-
 @needs_nginx
 @pytest.mark.parametrize(
     ("length", "status"),
@@ -137,7 +123,7 @@ def test_a_huge_declared_body_never_reaches_the_app(proxy, web_server, length, s
         f"Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
     )
     started = time.monotonic()
-    answer = raw_request(proxy.port, head)
+    answer = raw_exchange(proxy.port, head)
     assert answer.startswith(f"HTTP/1.1 {status} ".encode()), answer[:300]
     assert time.monotonic() - started < 5  # at once, without waiting for a body
     if status == 413:

@@ -16,7 +16,6 @@ import contextlib
 import json
 import re
 import secrets
-import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,7 +23,7 @@ import httpx
 import pytest
 from websockets.exceptions import InvalidStatus
 
-from tests.deploy.nginx import Nginx, configured_nginx
+from tests.deploy.nginx import Nginx, configured_nginx, raw_exchange
 from tests.integration.observers import EventStream, assembled, assert_consistent
 from tests.integration.stack import (
     CSRF_INPUT,
@@ -255,26 +254,6 @@ async def test_a_client_that_drops_resumes_on_the_other_server(
         run_id,
     )
     assert stored == ANSWER
-
-
-def raw_exchange(port: int, head: bytes) -> bytes:
-    """One request head (no body, whatever it declares) and the answer's head and body."""
-    with socket.create_connection((LOOPBACK, port), timeout=10) as sock:
-        sock.sendall(head)
-        received = b""
-        while b"\r\n\r\n" not in received:
-            data = sock.recv(65536)
-            if not data:
-                break
-            received += data
-        header, _, body = received.partition(b"\r\n\r\n")
-        length = re.search(rb"(?im)^content-length: *(\d+)", header)
-        while length and len(body) < int(length[1]):
-            data = sock.recv(65536)
-            if not data:
-                break
-            body += data
-        return header + b"\r\n\r\n" + body
 
 
 async def test_a_huge_content_length_is_refused_by_nginx(
