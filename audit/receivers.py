@@ -20,6 +20,7 @@ from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.db.models.signals import m2m_changed
 
 from audit import services
+from core.loading import loading_backup
 
 __all__ = ["connect"]
 
@@ -51,6 +52,8 @@ def on_groups_changed(
     pk_set: set[Any] | None,
     **kwargs: Any,
 ) -> None:
+    if loading_backup():  # a restore: the backup holds the original events
+        return
     if action == "pre_clear":
         # The rows a clear() removes are gone by post_clear: remember them now.
         pks = set((instance.user_set if reverse else instance.groups).values_list("pk", flat=True))
