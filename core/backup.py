@@ -58,7 +58,13 @@ from django.db.migrations.recorder import MigrationRecorder
 from django.db.models import Model
 
 from core.crypto import decrypt, reset_cache
-from core.keys import describe, encrypted_fields, undecryptable_secrets
+from core.keys import (
+    describe,
+    encrypted_fields,
+    key_setting_words,
+    key_source,
+    undecryptable_secrets,
+)
 from core.loading import restoring
 
 __all__ = ["EXCLUDED", "BackupError", "Manifest", "backup", "restore"]
@@ -82,13 +88,6 @@ class Manifest:
     @property
     def counts(self) -> dict[str, int]:
         return self.data["counts"]
-
-
-def key_source() -> str:
-    """Where the encryption key comes from (never the key)."""
-    if [key for key in settings.ENCRYPTION_KEYS if key.strip()]:
-        return "ENCRYPTION_KEYS"
-    return "SECRET_KEY"
 
 
 def _version() -> str:
@@ -339,21 +338,14 @@ def _refuse_undecryptable(rows: list[dict[str, Any]]) -> None:
             except ValueError:
                 failed.append(f"{row['model']} #{row.get('pk')} ({name})")
     if failed:
-        listed = ", ".join(failed[:5]) + (f" and {len(failed) - 5} more" if len(failed) > 5 else "")
-        raise BackupError(_undecryptable_message(listed, count=len(failed)))
+        raise BackupError(_undecryptable_message(describe(failed), count=len(failed)))
 
 
 def _undecryptable_message(listed: str, *, count: int | None = None) -> str:
-    derived = key_source() == "SECRET_KEY"
-    setting = (
-        "SECRET_KEY (ENCRYPTION_KEYS is empty: the key derives from it)"
-        if derived
-        else "ENCRYPTION_KEYS"
-    )
     how_many = f"{count} secret(s)" if count is not None else "Secret(s)"
     return (
-        f"{how_many} in the backup cannot be decrypted with the configured {setting}: "
-        f"{listed}. Set {'SECRET_KEY' if derived else 'ENCRYPTION_KEYS'} to the key the "
+        f"{how_many} in the backup cannot be decrypted with the configured "
+        f"{key_setting_words()}: {listed}. Set {key_source()} to the key the "
         "backup was made with (ENCRYPTION_KEYS may list it after a new one) and restore "
         "again. Nothing was restored."
     )

@@ -7,7 +7,7 @@ from django.core.checks import Error, Tags, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connection
 
-from core.keys import describe, undecryptable_secrets
+from core.keys import describe, key_setting_words, key_source, undecryptable_secrets
 from core.secrets import is_marked_insecure
 
 
@@ -92,17 +92,11 @@ def undecryptable_error() -> Error | None:
         return None
     if not found:
         return None
-    derived = not [key for key in settings.ENCRYPTION_KEYS if key.strip()]
-    setting = (
-        "SECRET_KEY (ENCRYPTION_KEYS is empty: the key derives from it)"
-        if derived
-        else "ENCRYPTION_KEYS"
-    )
     return Error(
         f"{len(found)} stored secret(s) cannot be decrypted with the configured "
-        f"{setting}: {describe(found)}. The key they were encrypted with changed or is "
-        "missing.",
-        hint=f"Set {'SECRET_KEY' if derived else 'ENCRYPTION_KEYS'} back to the key they "
+        f"{key_setting_words()}: {describe(found)}. The key they were encrypted with "
+        "changed or is missing.",
+        hint=f"Set {key_source()} back to the key they "
         "were encrypted with (ENCRYPTION_KEYS may list old keys after the new one), or run "
         "`python manage.py forget_undecryptable_secrets` to empty them and enter them "
         "again in the admin.",

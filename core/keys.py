@@ -12,9 +12,11 @@ Read and written as raw column values: the ORM decrypts an encrypted field on ev
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.apps import apps
+from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
 from core.crypto import EncryptedTextField, decrypt
@@ -86,7 +88,21 @@ def forget_undecryptable() -> list[Unreadable]:
     return found
 
 
-def describe(found: list[Unreadable], *, limit: int = 5) -> str:
+def key_source() -> str:
+    """The setting the encryption key comes from (never the key)."""
+    if [key for key in settings.ENCRYPTION_KEYS if key.strip()]:
+        return "ENCRYPTION_KEYS"
+    return "SECRET_KEY"
+
+
+def key_setting_words() -> str:
+    """That setting as a message names it."""
+    if key_source() == "SECRET_KEY":
+        return "SECRET_KEY (ENCRYPTION_KEYS is empty: the key derives from it)"
+    return "ENCRYPTION_KEYS"
+
+
+def describe(found: Sequence[object], *, limit: int = 5) -> str:
     listed = ", ".join(str(item) for item in found[:limit])
     more = f" and {len(found) - limit} more" if len(found) > limit else ""
     return f"{listed}{more}"
