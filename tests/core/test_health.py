@@ -5,12 +5,13 @@ from __future__ import annotations
 import functools
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.tools.conftest import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -61,12 +62,6 @@ def test_readyz_names_migrations_not_applied(tmp_path):
     assert checks["database"] == "ok"
     assert checks["migrations"].startswith("failed")
     assert "manage.py migrate" in checks["migrations"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.mark.django_db

@@ -5,7 +5,6 @@ can enter them again (issue 44)."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from django.core.management import call_command
 from core.checks import check_stored_secrets_decrypt
 from core.crypto import generate_key, reset_cache
 from llms.models import Provider
+from tests.tools.conftest import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -27,12 +27,6 @@ def fresh_keys() -> Iterator[None]:
     reset_cache()
     yield
     reset_cache()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def codes(errors) -> list[str]:

@@ -31,6 +31,7 @@ from django.utils.functional import SimpleLazyObject
 from core import health, logcontext
 from core.jsonlog import JsonFormatter
 from core.logcontext import ContextFilter, RequestContextMiddleware
+from tests.tools.conftest import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 FRESH_ID = re.compile(r"[0-9a-f]{32}")
@@ -179,12 +180,6 @@ def test_a_line_logged_in_a_view_carries_the_request_id(client, settings, caplog
 
 
 # ------------------------------------------------------------------- a real server
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass
