@@ -7,7 +7,7 @@ PIP := $(PY) -m pip
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-fast lint install local-model system-deps sandbox-deps migrate clean vendor
+.PHONY: run test test-fast lint install local-model system-deps sandbox-deps migrate static clean vendor
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -56,14 +56,18 @@ migrate: install
 	DEBUG=$${DEBUG:-false} $(PY) manage.py prepare_instance
 	DEBUG=$${DEBUG:-false} $(PY) manage.py migrate --noinput
 
-run: migrate
+## Static files as production serves them: hashed names, gzip copies, cached for good.
+static: migrate
+	AGENTSITE_STATIC_COLLECTED=true $(PY) manage.py collectstatic --noinput -v 0
+
+run: migrate static
 	@if [ -z "$$OPENAI_API_KEY$$OPENAI_BASE_URL" ] && [ "$$(DEBUG=$${DEBUG:-false} $(PY) manage.py seed_models --needs-local)" = yes ]; then \
 	  $(MAKE) --no-print-directory local-model; fi
 	@DEBUG=$${DEBUG:-false} $(PY) manage.py seed_models
 	@-DEBUG=$${DEBUG:-false} $(PY) manage.py discover_models --hint
 	@DEBUG=$${DEBUG:-false} $(PY) manage.py ensure_admin --url http://$(HOST):$(PORT)/
 	@echo "Serving agentsite on http://$(HOST):$(PORT)/"
-	DEBUG=$${DEBUG:-false} $(VENV)/bin/agentsite-server -b $(HOST) -p $(PORT) agentsite.asgi:application
+	DEBUG=$${DEBUG:-false} AGENTSITE_STATIC_COLLECTED=true $(VENV)/bin/agentsite-server -b $(HOST) -p $(PORT) agentsite.asgi:application
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -259,8 +259,16 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "staticfiles"  # made by prepare_instance (WhiteNoise warns without)
 STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").is_dir() else []
-# Serve straight from the app/static dirs: no collectstatic step is needed in any mode.
-WHITENOISE_USE_FINDERS = True
+# Collected (``manage.py collectstatic``, as ``make run`` does): names carry a content hash,
+# are served compressed and cached for good, so the 5.5 MB mermaid bundle downloads once.
+# Otherwise straight from the app/static dirs, with no collect step (tests, development).
+AGENTSITE_STATIC_COLLECTED = env.bool("AGENTSITE_STATIC_COLLECTED", default=False)
+WHITENOISE_USE_FINDERS = not AGENTSITE_STATIC_COLLECTED
+if AGENTSITE_STATIC_COLLECTED:
+    STORAGES = {
+        "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    }
 WHITENOISE_AUTOREFRESH = DEBUG
 MEDIA_ROOT = Path(env.str("MEDIA_ROOT", default=str(VAR_DIR / "media")))  # prepare_instance: 0700
 FILE_UPLOAD_PERMISSIONS = 0o600  # artifacts and uploads: the app's user only
