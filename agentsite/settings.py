@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -68,6 +69,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "core.outages.OutageMiddleware",  # before the first use of request.user
+    # A user the identity provider disabled is logged out (conversations/accounts/).
+    "conversations.accounts.middleware.ProviderRecheckMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -245,6 +248,75 @@ AXES_COOLOFF_TIME = timedelta(minutes=AGENTSITE_LOGIN_COOLOFF_MINUTES)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True  # a login clears that username and address's failures
 AXES_LOCKOUT_CALLABLE = "conversations.accounts.lockout.lockout_response"
+# Single sign-on (conversations/accounts/; docs/deployment.md "Single sign-on"). OpenID
+# Connect when an issuer is set: its endpoints come from its discovery document.
+AGENTSITE_OIDC_ISSUER = env.str("AGENTSITE_OIDC_ISSUER", default="")
+AGENTSITE_OIDC_NAME = env.str("AGENTSITE_OIDC_NAME", default="single sign-on")  # the button
+AGENTSITE_OIDC_GROUPS_CLAIM = env.str("AGENTSITE_OIDC_GROUPS_CLAIM", default="groups")
+OIDC_RP_CLIENT_ID = env.str("AGENTSITE_OIDC_CLIENT_ID", default="")
+OIDC_RP_CLIENT_SECRET = env.str("AGENTSITE_OIDC_CLIENT_SECRET", default="")
+OIDC_RP_SCOPES = env.str("AGENTSITE_OIDC_SCOPES", default="openid email profile")
+OIDC_RP_SIGN_ALGO = env.str("AGENTSITE_OIDC_SIGN_ALGO", default="RS256")
+OIDC_USE_PKCE = True
+OIDC_STORE_ID_TOKEN = True  # the logout's id_token_hint
+OIDC_TIMEOUT = 10
+# Only the provider's button on the login page (a local admin still has /admin/login/).
+AGENTSITE_SSO_ONLY = env.bool("AGENTSITE_SSO_ONLY", default=False)
+# How often the provider or directory is asked again whether a signed-in user (a session
+# or an API token) is still enabled (conversations/accounts/recheck.py).
+AGENTSITE_SSO_RECHECK_MINUTES = env.float("AGENTSITE_SSO_RECHECK_MINUTES", default=15.0)
+if AGENTSITE_OIDC_ISSUER:
+    AUTHENTICATION_BACKENDS.append("conversations.accounts.oidc.SSOBackend")
+
+# LDAP when a server URI is set (the `ldap` extra: python-ldap and django-auth-ldap).
+AUTH_LDAP_SERVER_URI = env.str("AGENTSITE_LDAP_SERVER_URI", default="")
+if AUTH_LDAP_SERVER_URI:
+    try:
+        import ldap
+        from django_auth_ldap import config as ldap_config
+    except ImportError as exc:
+        raise ImproperlyConfigured(
+            "AGENTSITE_LDAP_SERVER_URI is set but LDAP support is not installed: "
+            "pip install -e '.[ldap]' (it compiles python-ldap against Debian's "
+            "libldap2-dev and libsasl2-dev)."
+        ) from exc
+    AUTH_LDAP_BIND_DN = env.str("AGENTSITE_LDAP_BIND_DN", default="")
+    AUTH_LDAP_BIND_PASSWORD = env.str("AGENTSITE_LDAP_BIND_PASSWORD", default="")
+    AUTH_LDAP_START_TLS = env.bool("AGENTSITE_LDAP_START_TLS", default=False)
+    AUTH_LDAP_CONNECTION_OPTIONS = {ldap.OPT_NETWORK_TIMEOUT: 5, ldap.OPT_TIMEOUT: 10}
+    AUTH_LDAP_USER_SEARCH = ldap_config.LDAPSearch(
+        env.str("AGENTSITE_LDAP_USER_BASE"),
+        ldap.SCOPE_SUBTREE,
+        env.str("AGENTSITE_LDAP_USER_FILTER", default="(uid=%(user)s)"),
+    )
+    AUTH_LDAP_USER_ATTR_MAP = {"first_name": "givenName", "last_name": "sn", "email": "mail"}
+    _LDAP_GROUP_TYPES = {
+        "groupOfNames": (ldap_config.GroupOfNamesType, "(objectClass=groupOfNames)"),
+        "groupOfUniqueNames": (
+            ldap_config.GroupOfUniqueNamesType,
+            "(objectClass=groupOfUniqueNames)",
+        ),
+        "posixGroup": (ldap_config.PosixGroupType, "(objectClass=posixGroup)"),
+        "activeDirectory": (ldap_config.ActiveDirectoryGroupType, "(objectClass=group)"),
+    }
+    _group_type_name = env.str("AGENTSITE_LDAP_GROUP_TYPE", default="groupOfNames")
+    if _group_type_name not in _LDAP_GROUP_TYPES:
+        raise ImproperlyConfigured(
+            f"AGENTSITE_LDAP_GROUP_TYPE={_group_type_name!r}: use one of "
+            f"{', '.join(_LDAP_GROUP_TYPES)}."
+        )
+    _group_type, _group_filter = _LDAP_GROUP_TYPES[_group_type_name]
+    AUTH_LDAP_GROUP_TYPE = _group_type(name_attr="cn")
+    AUTH_LDAP_GROUP_SEARCH = ldap_config.LDAPSearch(
+        env.str("AGENTSITE_LDAP_GROUP_BASE"), ldap.SCOPE_SUBTREE, _group_filter
+    )
+    # Members of this group may sign in; out of it, the user is disabled at their next
+    # sign-in or check (the library sets is_active from it at each sign-in).
+    AUTH_LDAP_REQUIRE_GROUP = env.str("AGENTSITE_LDAP_REQUIRE_GROUP", default="") or None
+    if AUTH_LDAP_REQUIRE_GROUP:
+        AUTH_LDAP_USER_FLAGS_BY_GROUP = {"is_active": AUTH_LDAP_REQUIRE_GROUP}
+    AUTHENTICATION_BACKENDS.append("conversations.accounts.ldapauth.DirectoryBackend")
+
 # Reverse proxies in front of the site (nginx: 1). The client's address is then the one the
 # outermost of them appended to X-Forwarded-For, never the header's client-sent part;
 # with 0 the header is ignored (conversations/accounts/addresses.py).
@@ -317,6 +389,13 @@ CONTENT_SECURITY_POLICY = {
         "form-action": ["'self'"],
     },
 }
+if AGENTSITE_OIDC_ISSUER:
+    # Logging out posts here, then redirects to the provider's end-session endpoint:
+    # browsers hold a form's redirects to its form-action too.
+    _issuer = urlsplit(AGENTSITE_OIDC_ISSUER)
+    CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"].append(
+        f"{_issuer.scheme}://{_issuer.netloc}"
+    )
 
 # "text" (one line of text a record) or "json" (one JSON object a line, with the request,
 # user, conversation, run and Celery task ids: core/jsonlog.py, core/logcontext.py). Both

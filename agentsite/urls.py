@@ -1,8 +1,11 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 
+from conversations.accounts import oidc
+from conversations.accounts.views import SignInView, SignOutView
 from conversations.api import token_pages
 from core import health, metrics
 from tools.markdown import views as markdown_views
@@ -12,7 +15,19 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     path("metrics", metrics.metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
+    path("accounts/login/", SignInView.as_view(), name="login"),
+    path("accounts/logout/", SignOutView.as_view(), name="logout"),
     path("accounts/", include("django.contrib.auth.urls")),
+    path(
+        "oidc/authenticate/",
+        login_not_required(oidc.start_sign_in),
+        name="oidc_authentication_init",
+    ),
+    path(
+        "oidc/callback/",
+        login_not_required(oidc.SSOCallbackView.as_view()),
+        name="oidc_authentication_callback",
+    ),
     path("api/", include("conversations.api.urls")),
     path("artifacts/", include("tools.urls")),
     path("markdown/mermaid-frame/", markdown_views.mermaid_frame, name="mermaid_frame"),

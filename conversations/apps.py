@@ -10,6 +10,7 @@ class ConversationsConfig(AppConfig):
     verbose_name = "Conversations"
 
     def ready(self) -> None:
-        from conversations.accounts import users  # models: once the app registry is ready
+        # Here: models load once the app registry is ready.
+        from conversations.accounts import checks, users  # noqa: F401 (checks register)
 
         users.connect_signals()

@@ -9,6 +9,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from core.crypto import EncryptedTextField
+
 
 class AgentMode(models.TextChoices):
     """How a run works: one ReAct loop, a plan of parallel steps, or a router's choice."""
@@ -242,6 +244,44 @@ class APIToken(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+class ExternalIdentity(models.Model):
+    """A user as the team's identity provider (OIDC) or directory (LDAP) knows them.
+
+    The user is found by ``subject`` (OIDC's ``sub``, LDAP's username), never by e-mail.
+    ``groups`` are the group names the provider gave at the last sync, so a group an
+    admin gave by hand is never taken away by a sync. ``refresh_token`` (encrypted) lets
+    the site ask the provider whether the account is still enabled without the user;
+    ``checked_at`` is when it last said so.
+    """
+
+    class Source(models.TextChoices):
+        OIDC = "oidc", "OpenID Connect"
+        LDAP = "ldap", "LDAP"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="external_identities"
+    )
+    source = models.CharField(max_length=8, choices=Source.choices)
+    subject = models.CharField(max_length=255)
+    groups = models.JSONField(default=list, blank=True)
+    refresh_token = EncryptedTextField(blank=True)
+    checked_at = models.DateTimeField(default=timezone.now)
+    # Set when the provider stopped letting the user in (and the site followed); an
+    # account an admin disabled by hand has none and stays disabled at the next sign-in.
+    disabled_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "external identity"
+        verbose_name_plural = "external identities"
+        constraints = [
+            models.UniqueConstraint(fields=["source", "subject"], name="identity_source_subject")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_source_display()}: {self.subject}"
 
 
 class CompactionSummary(models.Model):

@@ -23,6 +23,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 
 from conversations.accounts import lockout
+from conversations.accounts.middleware import sso_configured
+from conversations.accounts.recheck import still_enabled
 from conversations.http import ratelimit
 from conversations.http.tokens import token_verify
 from core.errors import ApplicationError
@@ -87,6 +89,8 @@ def admit(request: HttpRequest) -> HttpResponse | None:
             if lockout.bearer_failed(request):
                 return lockout.bearer_lockout_response()
             return _unauthorized("The API token is wrong or has been revoked.")
+        if sso_configured() and not still_enabled(token.user):
+            return _unauthorized("This account has been disabled by the identity provider.")
         request.user = token.user
         request.api_token = token  # type: ignore[attr-defined]
     elif not request.user.is_authenticated:
