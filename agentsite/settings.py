@@ -270,6 +270,8 @@ if AGENTSITE_OIDC_ISSUER:
 
 # LDAP when a server URI is set (the `ldap` extra: python-ldap and django-auth-ldap).
 AUTH_LDAP_SERVER_URI = env.str("AGENTSITE_LDAP_SERVER_URI", default="")
+AUTH_LDAP_BIND_DN = env.str("AGENTSITE_LDAP_BIND_DN", default="")
+AUTH_LDAP_BIND_PASSWORD = env.str("AGENTSITE_LDAP_BIND_PASSWORD", default="")
 if AUTH_LDAP_SERVER_URI:
     try:
         import ldap
@@ -280,8 +282,6 @@ if AUTH_LDAP_SERVER_URI:
             "pip install -e '.[ldap]' (it compiles python-ldap against Debian's "
             "libldap2-dev and libsasl2-dev)."
         ) from exc
-    AUTH_LDAP_BIND_DN = env.str("AGENTSITE_LDAP_BIND_DN", default="")
-    AUTH_LDAP_BIND_PASSWORD = env.str("AGENTSITE_LDAP_BIND_PASSWORD", default="")
     AUTH_LDAP_START_TLS = env.bool("AGENTSITE_LDAP_START_TLS", default=False)
     AUTH_LDAP_CONNECTION_OPTIONS = {ldap.OPT_NETWORK_TIMEOUT: 5, ldap.OPT_TIMEOUT: 10}
     AUTH_LDAP_USER_SEARCH = ldap_config.LDAPSearch(

@@ -48,7 +48,7 @@ def check_sso_settings(app_configs: Any, **kwargs: Any) -> list[Error | Warning]
                 id="agentsite.W010",
             )
         )
-    if settings.AUTH_LDAP_SERVER_URI and not getattr(settings, "AUTH_LDAP_BIND_DN", ""):
+    if settings.AUTH_LDAP_SERVER_URI and not settings.AUTH_LDAP_BIND_DN:
         problems.append(
             Warning(
                 "AGENTSITE_LDAP_SERVER_URI is set without AGENTSITE_LDAP_BIND_DN: the "
