@@ -5,6 +5,7 @@ from django.contrib import admin
 from conversations.models import (
     CompactionSummary,
     Conversation,
+    ExternalIdentity,
     Message,
     Run,
     RunEvent,
@@ -87,4 +88,32 @@ class SharedLinkAdmin(admin.ModelAdmin):
     readonly_fields = ("owner", "conversation", "title", "include_artifacts", "created_at")
 
     def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(ExternalIdentity)
+class ExternalIdentityAdmin(admin.ModelAdmin):
+    """Who signs in through the identity provider or directory, and what it last said.
+
+    Read-only: sign-ins write these rows. Deleting one unlinks the user from the provider
+    (their next sign-in there makes a new user; the old one keeps its conversations)."""
+
+    list_display = ("user", "source", "subject", "checked_at", "disabled_at")
+    list_filter = ("source", ("disabled_at", admin.EmptyFieldListFilter))
+    search_fields = ("user__username", "subject")
+    exclude = ("refresh_token",)
+    readonly_fields = (
+        "user",
+        "source",
+        "subject",
+        "groups",
+        "checked_at",
+        "disabled_at",
+        "created_at",
+    )
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
         return False
