@@ -29,8 +29,8 @@ from django.core.wsgi import get_wsgi_application  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
 from conversations.routing import websocket_urlpatterns  # noqa: E402
-from conversations.runtime import start_for_server  # noqa: E402
-from core import runtime  # noqa: E402
+from conversations.runtime import start_for_server, stop_serving  # noqa: E402
+from core import graceful, runtime  # noqa: E402
 from core.checks import refuse_to_serve_without_key  # noqa: E402
 from core.origins import OriginCheck  # noqa: E402
 from core.tuning import tune_for_streaming, tune_garbage_collection, warm_up  # noqa: E402
@@ -55,8 +55,10 @@ router = ProtocolTypeRouter(
 def start_with_daphnes_reactor() -> None:
     """Under daphne (``agentsite-server`` or plain ``daphne``), which does not speak the
     lifespan protocol: the runtime starts when twisted's reactor starts, before its loop
-    serves anything, and closes before the reactor shuts down. Daphne imports this module
-    before it runs the reactor; under another server nothing happens here."""
+    serves anything, and closes before the reactor shuts down. SIGTERM first stops the
+    server gracefully (:func:`core.graceful.on_sigterm_under_daphne`: no new connections,
+    runs finish, clients told to reconnect), then stops the reactor. Daphne imports this
+    module before it runs the reactor; under another server nothing happens here."""
     if "daphne.server" not in sys.modules:  # daphne installs its reactor when imported
         return
     from twisted.internet import defer, reactor
@@ -69,6 +71,7 @@ def start_with_daphnes_reactor() -> None:
             "shutdown",
             lambda: defer.Deferred.fromFuture(loop.create_task(started.aclose())),
         )
+        graceful.on_sigterm_under_daphne(loop, stop_serving)
 
     reactor.callWhenRunning(start)
 
@@ -98,6 +101,7 @@ async def lifespan(receive, send) -> None:
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             if started is not None:
+                await stop_serving(graceful.Deadline.from_now())
                 await started.aclose()
             await send({"type": "lifespan.shutdown.complete"})
             return

@@ -2,11 +2,20 @@
 
 Without Redis the broker is in-memory and tasks run eagerly; the chat itself then runs on
 the ASGI server's event loop instead (see conversations.runs.launcher).
+
+SIGTERM is Celery's warm shutdown: it takes no new task and waits for the running ones.
+Its ``worker_shutting_down`` signal starts the grace period on the run loop
+(``conversations.runtime.stop_working``): runs finish within
+``AGENTSITE_SHUTDOWN_GRACE_SECONDS``, or are handed back to another worker or ended, and
+their tasks return. A prefork pool's children run their own loops, which the main
+process's signal does not reach: their runs finish, or are swept after the kill.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+from collections.abc import Callable
 
 from celery import Celery
 from celery.concurrency import get_implementation
@@ -17,9 +26,11 @@ from celery.signals import (
     worker_process_shutdown,
     worker_ready,
     worker_shutdown,
+    worker_shutting_down,
 )
 
 from core import runtime
+from core.graceful import Deadline
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 
@@ -49,12 +60,29 @@ def _start_child_runtime(**_kwargs: object) -> None:
         _start_runtime()
 
 
+# How this process stops its runs gracefully, once it has a run loop (a list: set once).
+_stop_runs: list[Callable[[], None]] = []
+
+
 def _start_runtime() -> None:
     """The process's runtime: the run loop every task of this process executes on."""
     # Here, not at the top: see _tune_worker.
-    from conversations.runtime import start_for_worker
+    from conversations.runtime import start_for_worker, stop_working
 
-    start_for_worker()
+    started = start_for_worker()
+
+    def stop_runs() -> None:
+        asyncio.run_coroutine_threadsafe(stop_working(Deadline.from_now()), started.loop)
+
+    _stop_runs[:] = [stop_runs]
+
+
+@worker_shutting_down.connect
+def _stop_runs_gracefully(how: str = "", **_kwargs: object) -> None:
+    # Sent from the main process's signal handler: it only hands the work to the run loop.
+    # A cold shutdown (SIGQUIT, or SIGTERM again) cancels the tasks: the sweep reports them.
+    if how == "Warm" and _stop_runs:
+        _stop_runs[0]()
 
 
 @worker_shutdown.connect

@@ -173,6 +173,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"ack_emulation": False}
 # every ASGI server sweeps this often.
 AGENTSITE_RUN_STALE_SECONDS = env.int("AGENTSITE_RUN_STALE_SECONDS", default=25)
 AGENTSITE_RUN_SWEEP_SECONDS = env.float("AGENTSITE_RUN_SWEEP_SECONDS", default=5.0)
+# SIGTERM to exit, for a server or a worker (issue 44): runs get most of it to finish, the
+# rest goes to ending or handing back the ones still going. Below the stop timeout of the
+# service manager (deploy/systemd TimeoutStopSec, compose stop_grace_period: 30 s).
+AGENTSITE_SHUTDOWN_GRACE_SECONDS = env.float("AGENTSITE_SHUTDOWN_GRACE_SECONDS", default=25.0)
 AGENTSITE_MESSAGE_MAX_CHARS = env.int("AGENTSITE_MESSAGE_MAX_CHARS", default=100_000)
 # The largest form or JSON body Django reads (413 beyond, before reading it): the longest
 # message at 12 bytes a character (a JSON surrogate-pair escape, or %-encoded UTF-8 in a

@@ -18,6 +18,10 @@ def run_agent(self, run_id: int) -> str | None:
     """
     running = execute_run(run_id, task_id=self.request.id or "")
     outcome = runtime.primary().submit(running).result()
-    if outcome.followup_run_id is not None:
+    if outcome.handed_back:
+        # This worker is stopping and takes no task any more: another one goes on with it
+        # (conversations/runs/handover.py), or it fails saying the queue is not answering.
+        launcher.launch(run_id)
+    elif outcome.followup_run_id is not None:
         launcher.launch(outcome.followup_run_id)  # or failed, saying so, if it can't queue
     return outcome.status

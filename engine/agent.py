@@ -202,6 +202,7 @@ class ReActAgent:
         history: Sequence[ChatMessage] = (),
         *,
         resume: Sequence[ChatMessage] = (),
+        go_on: bool = False,
     ) -> AgentResult:
         """Run the tool loop for ``query`` (appended to ``history`` as a pinned message).
 
@@ -211,6 +212,10 @@ class ReActAgent:
         the trace, then ``query`` (the user's note, or a request to continue); the
         context guard bounds it like any history. The result's trace holds the earlier
         one too, so a resumed run that pauses again can be resumed in turn.
+
+        ``go_on``: ``resume`` is this run's own trace (its question first), cut where its
+        process stopped, so the loop goes on from there with no new user turn; ``query``
+        is then only what tool selection reads.
         """
         run = _Run(query=query, tools=self.tools, started=time.perf_counter())
         run.page.on_start = lambda: run.held_injections.extend(self._pending_interrupts())
@@ -221,7 +226,7 @@ class ReActAgent:
         status, answer, error, stop_reason = SUCCEEDED, "", None, "answer"
         try:
             run.tools = await self._select_tools(run)
-            run.messages = self._initial_messages(run, history, resume)
+            run.messages = self._initial_messages(run, history, resume, go_on=go_on)
             if self._native_mode_active:
                 answer = await self._run_native(run)
             else:
@@ -281,7 +286,12 @@ class ReActAgent:
         return selection.registry
 
     def _initial_messages(
-        self, run: _Run, history: Sequence[ChatMessage], resume: Sequence[ChatMessage] = ()
+        self,
+        run: _Run,
+        history: Sequence[ChatMessage],
+        resume: Sequence[ChatMessage] = (),
+        *,
+        go_on: bool = False,
     ) -> list[ChatMessage]:
         if self._native_mode_active:
             system = prompts.native_system_prompt(self.system_prompt)
@@ -293,6 +303,8 @@ class ReActAgent:
             system = prompts.json_system_prompt(run.tools.to_prompt_catalog(), self.system_prompt)
         query = ChatMessage("user", run.query, pinned=True)
         run.trace_start = resume[0] if resume else query
+        if go_on and resume:
+            return [ChatMessage("system", system), *history, *resume]
         return [ChatMessage("system", system), *history, *resume, query]
 
     async def _run_json(self, run: _Run) -> str:

@@ -27,7 +27,10 @@ A script is a list of response dicts consumed in order. Keys (all optional):
   so a benchmark can measure delivery latency; ``--stamp`` turns it on for all responses),
   ``after_release`` (a name: the answer waits until ``POST /_release {"name": ...}``
   released it, so a test can order the server's work after something it observed
-  instead of guessing a delay; released names stay released until ``reset``)
+  instead of guessing a delay; released names stay released until ``reset``),
+  ``pause_after`` with ``resume_on`` (a name: after that many content pieces the stream
+  waits until ``POST /_release`` released the name, so a test acts mid-answer, e.g. stops
+  the process streaming it, at a point it chose)
 
 A bare string is shorthand for ``{"content": ...}``. Rules (``{"contains": text,
 "response": {...}}`` or ``"responses": [...]`` consumed in order, optional ``"in"``:
@@ -609,6 +612,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         chunks = render_chunks(request, response, request_no, model)
         stamp = response.get("stamp_chunks", self.scripted.stamp)
+        pieces = 0
         for position, chunk in enumerate(chunks):
             delay = response.get("chunk_delay") if position > 1 else None
             if delay and not self._wait(delay):
@@ -619,6 +623,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._write_chunk(f"data: {json.dumps(chunk)}\n\n".encode())
             if recorded.answered is None and _has_content(chunk):
                 recorded.answered = time.monotonic()
+            pieces += _has_content(chunk)
+            pausing = _has_content(chunk) and pieces == response.get("pause_after")
+            if pausing and not self._wait_until(lambda: self._resumed(response)):
+                self.close_connection = True  # the client left while the stream waited
+                return
             if position == 1 and response.get("hang") and not self._wait(response["hang"]):
                 self.close_connection = True
                 return
@@ -635,6 +644,11 @@ class _Handler(BaseHTTPRequestHandler):
         recorded.ended = time.monotonic()  # set first: the client may read it at once
         self.wfile.write(b"0\r\n\r\n")  # the last chunk: the response is complete
         self.wfile.flush()
+
+    def _resumed(self, response: Response) -> bool:
+        """Whether a stream paused mid-answer (``pause_after``) may go on."""
+        gate = response.get("resume_on")
+        return not gate or self.scripted._is_released(str(gate))
 
     def _write_chunk(self, data: bytes) -> None:
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))

@@ -91,6 +91,13 @@ sequence number), `event:` (the protocol channel) and `data:` (the JSON payload)
 - `resume`: `{resumed_run_id, tool_results}`, a run's first event when it continues a
   paused run (`POST /api/runs/{run_id}/resume`): the run it goes on from, and how many
   tool results of that run's trace the model sees again
+- `handover`: `{message, handovers}`: the worker writing the run stopped (a restart) and
+  handed it back; another worker goes on from its last completed step. The answer so far
+  is taken back (empty it, as after an `answer reset`) and is written again; the run's
+  `done` follows as usual
+
+A server that restarts ends open streams cleanly: reconnect (to any server) with
+`Last-Event-ID`, as EventSource does, and the stream goes on where it stopped.
 
 Every event's data also carries `branch: {run_id, parent_run_id}`: the run it belongs to
 and the run that one continues (the conversation is a tree of runs: see `Versions`). The

@@ -45,6 +45,9 @@ class RunProgress:
             self.injects_taken += 1
         elif channel == "error":
             self.open_calls.clear()
+        elif channel == "handover":  # another worker goes on: it writes the answer again
+            self.answer_text = ""
+            self.open_calls.clear()
         elif channel == "done" and payload.get("answer") and not self.answer_text:
             self.answer_text = payload["answer"]
 

@@ -52,12 +52,16 @@ def mark_resuming(run: Run) -> None:
     run.resumes_parent = True
 
 
+def trace_text(trace: list[ChatMessage]) -> str:
+    """A trace as stored (JSON text, so the model gets its calls back byte for byte)."""
+    return json.dumps([message.to_dict() for message in trace], ensure_ascii=False)
+
+
 def trace_store(*, run_id: int, trace: list[ChatMessage]) -> bool:
     """Keep a paused run's trace; False (nothing kept) when there is none."""
     if not trace:
         return False
-    text = json.dumps([message.to_dict() for message in trace], ensure_ascii=False)
-    return bool(Run.objects.filter(pk=run_id).update(resume_trace=text))
+    return bool(Run.objects.filter(pk=run_id).update(resume_trace=trace_text(trace)))
 
 
 def trace_load(text: str | None) -> list[ChatMessage]:
@@ -85,6 +89,25 @@ def resume_point(run: Run) -> ResumePoint | None:
     runs = Run.objects.select_related("trigger_message").defer("resume_trace")
     history_run = runs.get(pk=first_id)
     return ResumePoint(paused_id, history_run, trace_load(paused.get("resume_trace")))
+
+
+def handed_over_point(run: Run) -> ResumePoint | None:
+    """Where a run handed back by a stopped worker goes on (None: it was not; no query
+    then: the claim read whether it has a trace of its own, ``handed_over``).
+
+    Only such a run is active with a trace of its own (a paused run keeps its trace once
+    it ended, and a run continuing it reads its parent's). Its history is the one its
+    first execution read: before its question, or before the question of the chain of
+    paused runs it continues (its trace holds theirs, as a trace that paused again does).
+    """
+    if not getattr(run, "handed_over", False):
+        return None
+    own = Run.objects.filter(pk=run.pk).values_list("resume_trace", flat=True).first()
+    history_run = run
+    if run.resumes_parent and run.parent_id is not None:
+        runs = Run.objects.select_related("trigger_message").defer("resume_trace")
+        history_run = runs.get(pk=_chain_start(run.parent_id))
+    return ResumePoint(run.pk, history_run, trace_load(own))
 
 
 def _chain_start(run_id: int) -> int:

@@ -36,6 +36,7 @@ from conversations.runs.db import db
 from conversations.runs.publisher import conversation_group
 from core import logcontext, runtime
 from core.converters import DB_ID_MAX
+from core.graceful import RESTART_CLOSE_CODE, OpenClients
 from core.metrics import CLIENTS_OPEN
 
 logger = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     forwarding: asyncio.Task[None] | None = None
     receiving: asyncio.Future[dict[str, Any]] | None = None  # the forwarder's receive
     counted = False  # among the open clients of the metrics (accepted, not yet left)
+    open_key: int | None = None  # among the server's open clients (core/graceful.py)
 
     async def __call__(self, scope, receive, send) -> None:
         """The consumer, then its place in the group given back, whichever way it ended
@@ -94,6 +96,9 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         await self.accept()
         CLIENTS_OPEN.labels("websocket").inc()
         self.counted = True
+        clients = runtime.part_or_none(OpenClients)
+        if clients is not None:  # a restart closes the socket: the page comes back
+            self.open_key = clients.add(self._close_for_restart)
         try:
             frames, self.last_seq, running = await db(timeline.socket_catch_up)(
                 conversation_id=self.conversation_id, after_seq=_after(self.scope)
@@ -115,12 +120,23 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         if self.counted:
             self.counted = False
             CLIENTS_OPEN.labels("websocket").dec()
+        if self.open_key is not None:
+            key, self.open_key = self.open_key, None
+            clients = runtime.part_or_none(OpenClients)
+            if clients is not None:
+                clients.discard(key)
         if self.forwarding is not None:
             self.forwarding.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self.forwarding
         if subscription is not None:
             await subscription.leave(self.receiving)
+
+    async def _close_for_restart(self) -> None:
+        """The server is stopping: :data:`~core.graceful.RESTART_CLOSE_CODE` (4012: 1012,
+        service restart, in the private range daphne can send) tells the page's socket to
+        reconnect, to another server, and catch up from what it has (``?after=``)."""
+        await self.close(code=RESTART_CLOSE_CODE)
 
     async def _forward(self, *, reread: bool) -> None:
         """Forward the group's live frames, in order. While a run is active, the log is

@@ -34,6 +34,8 @@ from conversations.live.eventlog import (
 from conversations.models import Run, RunEvent
 from conversations.runs.db import DATABASE_OUTAGES, db
 from conversations.runs.publisher import Entry, conversation_group
+from core import runtime
+from core.graceful import OpenClients
 from core.metrics import CLIENTS_OPEN
 
 logger = logging.getLogger(__name__)
@@ -184,7 +186,8 @@ async def event_stream(
     from the log once it is written; live ones at or below the last sent id are dropped.
     A frame the layer dropped (a full or expired channel) is filled the same way, or at
     the next idle heartbeat tick. Ends after a terminal event when no other run is
-    pending, unless ``follow``; ends early when the database becomes unreachable.
+    pending, unless ``follow``; ends early when the database becomes unreachable, or when
+    the server stops for a restart (the client reconnects with ``Last-Event-ID``).
     """
     subscription = await join_live_events(conversation_id)
     layer, channel = subscription.layer, subscription.channel
@@ -195,6 +198,10 @@ async def event_stream(
     # learns a channel is gone), dropping what arrived in between.
     receiving = asyncio.ensure_future(layer.receive(channel))
     CLIENTS_OPEN.labels("sse").inc()
+    restart = asyncio.Event()
+    restarting = asyncio.ensure_future(restart.wait())
+    clients = runtime.part_or_none(OpenClients)
+    open_key = clients.add(_ending(restart)) if clients is not None else None
     try:
         replay = await db(selectors.events_after)(conversation_id, after)
         if not all_branches and replay:
@@ -208,8 +215,12 @@ async def event_stream(
         # The first wait is short: what was sent before the join is written by then.
         interval = min(REREAD_AFTER, heartbeat_interval())
         while True:
-            received, _pending = await asyncio.wait({receiving}, timeout=interval)
-            if not received:
+            await asyncio.wait(
+                {receiving, restarting}, timeout=interval, return_when=asyncio.FIRST_COMPLETED
+            )
+            if restart.is_set():  # ended cleanly: the client resumes after its last id
+                return
+            if not receiving.done():
                 interval = heartbeat_interval()
                 entries = await db(selectors.events_after)(conversation_id, last)
                 if not entries:
@@ -245,7 +256,19 @@ async def event_stream(
         )
     finally:
         CLIENTS_OPEN.labels("sse").dec()
+        restarting.cancel()
+        if clients is not None:
+            clients.discard(open_key)
         await subscription.leave(receiving)
+
+
+def _ending(restart: asyncio.Event) -> Any:
+    """How a restart ends a stream: its generator returns at its next wait."""
+
+    async def end() -> None:
+        restart.set()
+
+    return end
 
 
 async def conversation_events(request: HttpRequest, conversation_id: int) -> HttpResponse:

@@ -348,6 +348,20 @@ class RunView:
             self.answer_text = payload["answer"]
         return self._finish_frame(render)
 
+    def _on_handover(self, payload: dict[str, Any], render: bool) -> str:
+        """A stopped worker handed the run back and another goes on from its last completed
+        step (runs/handover.py): the answer so far is taken back (it is written again),
+        the thoughts that were streaming end, and the status says what happened."""
+        self.answer_text, self.answer_started = "", False
+        frames = [partial("run-answer", {"view": self, "oob": True})] if render else []
+        for item in self._thoughts.values():
+            item.extra["live"] = False
+            if render:
+                frames.append(partial("thought-item", {"item": item, "oob": True}))
+        self._thoughts.clear()
+        frames.append(self.set_status(str(payload.get("message") or ""), render))
+        return "".join(frames)
+
     def _on_error(self, payload: dict[str, Any], render: bool) -> str:
         self.error = payload
         self.status_text = ""

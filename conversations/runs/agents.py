@@ -111,14 +111,16 @@ async def agent_run(
     history: Sequence[ChatMessage],
     *,
     resume: Sequence[ChatMessage] = (),
+    go_on: bool = False,
 ) -> AgentResult:
     """Run ``agent``; ``resume`` is the trace of the paused run it goes on from (a
-    resumed run is a ReAct run: plan mode keeps no trace to go on from)."""
+    resumed run is a ReAct run: plan mode keeps no trace to go on from), or with
+    ``go_on`` its own trace, handed over by a worker that stopped (runs/handover.py)."""
     if not resume:
         return await agent.run(query, history)
     if not isinstance(agent, ReActAgent):
-        raise TypeError("only a ReAct agent goes on from a paused run's trace")
-    return await agent.run(query, history, resume=resume)
+        raise TypeError("only a ReAct agent goes on from a run's trace")
+    return await agent.run(query, history, resume=resume, go_on=go_on)
 
 
 def trace_to_keep(agent: ReActAgent | PlanAgent, result: AgentResult) -> list[ChatMessage]:

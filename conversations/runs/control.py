@@ -99,10 +99,20 @@ class RunControl:
     order they came (a wake-up and the heartbeat may both bring one: it goes once).
     """
 
-    def __init__(self, run_id: int, *, token: CancelToken, deliver: Deliver) -> None:
+    def __init__(
+        self,
+        run_id: int,
+        *,
+        token: CancelToken,
+        deliver: Deliver,
+        on_restart: Callable[[], None] | None = None,
+    ) -> None:
         self.run_id = run_id
         self.token = token
         self._deliver = deliver
+        self._on_restart = on_restart
+        self.stop_requested = False  # a Stop (or the run ended elsewhere) was applied
+        self.restarting = False  # stopped because its process is stopping (issue 44)
         self.loop: asyncio.AbstractEventLoop | None = None
         self._followups: list[tuple[int, str]] = []
         self._delivering: asyncio.Task[None] | None = None
@@ -124,6 +134,7 @@ class RunControl:
     def apply(self, message: dict[str, Any]) -> None:
         """One wake-up, on the run's loop."""
         if message.get("action") == "cancel":
+            self.stop_requested = True
             self.token.cancel()
         elif message.get("action") == "followup":
             self._queue_followups([(int(message["message_id"]), str(message["content"]))])
@@ -152,8 +163,19 @@ class RunControl:
     def apply_state(self, cancel: bool, pending: list[tuple[int, str]]) -> None:
         """Apply a Stop and undelivered follow-ups read from the rows (on the run's loop)."""
         if cancel:
+            self.stop_requested = True
             self.token.cancel()
         self._queue_followups(pending)
+
+    def stop_for_restart(self) -> None:
+        """Stop the run because its process is stopping: ``on_restart`` first notes what
+        was under way (a tool call cut now decides whether another worker may go on)."""
+        if self.restarting:
+            return
+        self.restarting = True
+        if self._on_restart is not None:
+            self._on_restart()
+        self.token.cancel()
 
     def _queue_followups(self, followups: list[tuple[int, str]]) -> None:
         fresh = [f for f in followups if f[0] not in self._delivered]
@@ -189,10 +211,49 @@ class LoopControl:
         self.runs: dict[int, RunControl] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._subscribed: asyncio.Event | None = None
+        # The runs executing on the loop, from their start until their end is written
+        # (a run leaves ``runs`` before it writes its end).
+        self.executing: set[int] = set()
+        self._idle: asyncio.Event | None = None  # set while nothing executes
+        self.restarting = False  # the process is stopping: runs starting now stop at once
+
+    def begin(self, run_id: int) -> None:
+        """A run starts executing on this loop."""
+        self.executing.add(run_id)
+        if self._idle is not None:
+            self._idle.clear()
+
+    def end(self, run_id: int) -> None:
+        """The run's execution returned (its end written, or left to the sweep)."""
+        self.executing.discard(run_id)
+        if not self.executing and self._idle is not None:
+            self._idle.set()
+
+    async def wait_idle(self, timeout: float) -> bool:
+        """Wait (at most ``timeout``) until no run executes here; whether none does."""
+        if not self.executing:
+            return True
+        if self._idle is None:
+            self._idle = asyncio.Event()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._idle.wait()
+        return not self.executing
+
+    def stop_for_restart(self) -> list[int]:
+        """Stop every run of the loop, and any that starts from now on, because the
+        process is stopping; the runs stopped."""
+        self.restarting = True
+        controls = list(self.runs.values())
+        for control in controls:
+            control.stop_for_restart()
+        return [control.run_id for control in controls]
 
     async def add(self, control: RunControl) -> None:
         """Watch ``control``'s run; returns once wake-ups from other processes reach it."""
         self.runs[control.run_id] = control
+        if self.restarting:  # started after the grace period ran out
+            control.stop_for_restart()
         if not self._tasks:
             loop = asyncio.get_running_loop()
             self._tasks.append(loop.create_task(self._beat()))

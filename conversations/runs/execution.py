@@ -18,11 +18,11 @@ from typing import Any, TypeVar
 from django.conf import settings
 
 from conversations.history import compaction, traces
-from conversations.models import Message, Run
-from conversations.runs import lifecycle
+from conversations.models import AgentMode, Message, Run
+from conversations.runs import handover, lifecycle
 from conversations.runs.agents import RunModels, agent_for, agent_run, run_models, trace_to_keep
 from conversations.runs.approvals import RunApprover
-from conversations.runs.control import RunControl, read_runs_state
+from conversations.runs.control import RunControl, loop_control, read_runs_state
 from conversations.runs.db import DATABASE_OUTAGES, db, patiently
 from conversations.runs.metering import RunMeter
 from conversations.runs.publisher import Entry, RunPublisher
@@ -31,8 +31,16 @@ from core import logcontext
 from core.configcache import cached, current_token
 from core.errors import ApplicationError
 from core.outages import is_disk_full
-from engine import AgentResult, CancelledRun, CancelToken, ChatMessage, InterruptQueue, LLMError
-from engine.events import AgentEvent, Compact, Done, ErrorEvent, Inject
+from engine import (
+    AgentResult,
+    CancelledRun,
+    CancelToken,
+    ChatMessage,
+    InterruptQueue,
+    LLMError,
+    ReActAgent,
+)
+from engine.events import AgentEvent, Compact, Done, ErrorEvent, Inject, IterationStart
 from engine.llm.base import plain_message
 from llms.selectors import default_model_for_user, model_get_for_user
 from llms.services import build_llm
@@ -68,6 +76,9 @@ def deadline_message(seconds: float) -> str:
 class RunOutcome:
     status: str | None  # None: the run never started (stopped while queued)
     followup_run_id: int | None = None  # the run answering follow-ups this one left over
+    # Handed back by a process that is stopping (runs/handover.py): queued again, for
+    # whoever launched it to launch again where runs are launched.
+    handed_back: bool = False
 
 
 async def execute_run(run_id: int, *, task_id: str = "") -> RunOutcome:
@@ -99,6 +110,11 @@ class RunSetup:
     # A run resuming a paused one: that run, and the trace it goes on from.
     resumes_run_id: int | None = None
     resume: list[ChatMessage] = field(default_factory=list)
+    # Handed back by a stopped worker: ``resume`` is its own trace (``go_on``), and the
+    # follow-ups it took in before are its own (runs/handover.py).
+    handed_over: bool = False
+    go_on: bool = False
+    taken_in_before: list[int] = field(default_factory=list)
 
 
 class RunExecution:
@@ -109,7 +125,12 @@ class RunExecution:
         self.interrupts = InterruptQueue()
         self.inject_ids: list[int] = []  # follow-ups handed to the engine, in order
         self.taken_in = 0  # how many of them the engine took in (one Inject event each)
-        self.control = RunControl(run_id, token=self.token, deliver=self._deliver)
+        self.control = RunControl(
+            run_id, token=self.token, deliver=self._deliver, on_restart=self._note_restart
+        )
+        self.agent: Any = None  # once built
+        self.tool_cut = False  # a tool call was under way when its process stopped it
+        self.steps_begun = False  # it called a tool or began a plan's steps
         self.setup: RunSetup | None = None
         self.publisher: RunPublisher | None = None
         self.result: AgentResult | None = None
@@ -125,6 +146,16 @@ class RunExecution:
         self.saved_late = False  # readers saw the run's end before it could be written
 
     async def execute(self) -> RunOutcome:
+        """Execute the run; the loop counts it as executing until its end is written (a
+        stopping process waits for that, runs/shutdown.py)."""
+        executing = loop_control()
+        executing.begin(self.run_id)
+        try:
+            return await self._execute()
+        finally:
+            executing.end(self.run_id)
+
+    async def _execute(self) -> RunOutcome:
         # The log context of the run's task (core/logcontext.py); the conversation once read.
         logcontext.bind(run_id=self.run_id, task_id=self.task_id or None)
         # Wake-ups are received before the claim: a Stop or follow-up saved from now on
@@ -154,6 +185,9 @@ class RunExecution:
                 f" (Celery task {self.task_id})" if self.task_id else "",
             )
             logcontext.bind(conversation_id=self.setup.run.conversation_id)
+            if self.setup.taken_in_before:  # handed back: in the trace it goes on from
+                self.inject_ids = list(self.setup.taken_in_before)
+                self.taken_in = len(self.inject_ids)
             self.control.apply_state(*self.setup.state)  # saved while it was queued
             deadline = settings.AGENTSITE_RUN_DEADLINE_SECONDS
             timer = (
@@ -178,6 +212,11 @@ class RunExecution:
                 await llm.aclose()
             if self.setup is not None and self.setup.models is not None:
                 await self.setup.models.aclose()
+        if self._stopped_for_restart(status):
+            ending = await self._hand_back()
+            if ending is None:
+                return await self._handed_back()
+            status, error = ending
         await self._end(status, error)
         self.meter.end(status, self.result.usage if self.result is not None else None)
         try:
@@ -203,8 +242,11 @@ class RunExecution:
                 return None
         run = self.claimed
         trigger = run.trigger_message
-        # Resuming a paused run, it reads the history before that run's question.
-        resuming = traces.resume_point(run)
+        # Handed back by a stopped worker, it goes on from its own trace (none: it starts
+        # again); resuming a paused run, it reads the history before that run's question.
+        handed = traces.handed_over_point(run)
+        own = handed.trace if handed is not None else []
+        resuming = handed if own else traces.resume_point(run)
         setup = RunSetup(
             run=run,
             query=trigger.content if trigger else "",
@@ -212,7 +254,12 @@ class RunExecution:
             start_seq=run.last_event_seq,
             reserved=run.reserved_event_numbers,
         )
-        if resuming is not None:
+        if handed is not None:
+            setup.handed_over = True
+            setup.taken_in_before = handover.taken_in_before(run.pk)
+        if own:
+            setup.resume, setup.go_on = own, True
+        elif resuming is not None:
             setup.resumes_run_id, setup.resume = resuming.paused_run_id, resuming.trace
             if not resuming.trace:
                 setup.error = "The paused run kept no trace to go on from. Ask again instead."
@@ -222,7 +269,12 @@ class RunExecution:
             setup.state = read_runs_state([self.run_id])[self.run_id]
         try:
             setup.model, setup.llm, setup.registry = _build_agent_parts(run)
-            setup.models = run_models(run, setup.model, setup.llm)
+            # A trace goes on as the ReAct loop that wrote it.
+            setup.models = (
+                RunModels(AgentMode.REACT)
+                if setup.go_on
+                else run_models(run, setup.model, setup.llm)
+            )
         except LLMSetupError as exc:
             setup.error = str(exc)
         return setup
@@ -260,7 +312,8 @@ class RunExecution:
             reserved=setup.reserved,
         )
         try:
-            if setup.resumes_run_id is not None:  # first: which run this one goes on from
+            # First: which run this one goes on from (said once, not again after a hand-over).
+            if setup.resumes_run_id is not None and not setup.handed_over:
                 await self.publisher.publish("resume", _resume_payload(setup))
             if setup.error:
                 raise LLMSetupError(setup.error)
@@ -289,7 +342,10 @@ class RunExecution:
                 max_answer_tokens=setup.model.max_output_tokens,
                 approver=RunApprover(self.run_id, self.control),
             )
-            self.result = await agent_run(agent, setup.query, loaded.messages, resume=setup.resume)
+            self.agent = agent
+            self.result = await agent_run(
+                agent, setup.query, loaded.messages, resume=setup.resume, go_on=setup.go_on
+            )
             await self._keep_trace(trace_to_keep(agent, self.result))
             if self.result.status in (
                 Run.Status.SUCCEEDED,
@@ -333,6 +389,8 @@ class RunExecution:
         self.meter.on_event(event)
         if isinstance(event, Inject):
             self.taken_in += 1
+        if isinstance(event, IterationStart) or event.channel == "step_progress":
+            self.steps_begun = True
         if isinstance(event, Done) and self.result is not None:
             await self._close_with_answer(event)
             return
@@ -381,6 +439,84 @@ class RunExecution:
         self.answered = True
         await publisher.send_written(entry)
         await self._announce_saved()
+
+    # ---------------------------------------------------------------------- restarts
+    def _note_restart(self) -> None:
+        """Its process stops it (runs/shutdown.py): note whether a tool call is under way
+        now, before the engine reports the calls it cuts as ended."""
+        publisher = self.publisher
+        self.tool_cut = publisher is not None and bool(publisher.progress.unfinished_calls())
+
+    def _stopped_for_restart(self, status: str) -> bool:
+        """Stopped by its process stopping, not by a Stop, its deadline or a sweep."""
+        return (
+            status == Run.Status.CANCELLED
+            and self.control.restarting
+            and not self.control.stop_requested
+            and not self.deadline_reached
+            and not self.answered
+        )
+
+    async def _hand_back(self) -> tuple[str, str] | None:
+        """Queue the run again to go on from its last completed step on another worker
+        (runs/handover.py); None once it is, else the status and the error (said to the
+        user) it ends with instead."""
+        publisher, setup = self.publisher, self.setup
+        assert publisher is not None and setup is not None
+        react = isinstance(self.agent, ReActAgent)
+        try:
+            handovers = await db(handover.handovers_of)(self.run_id)
+        except Exception:
+            logger.exception("run %s: could not count its hand-overs", self.run_id)
+            return Run.Status.FAILED, handover.SERVER_RESTARTED
+        refusal = handover.refusal(
+            react=react, tool_cut=self.tool_cut, steps_begun=self.steps_begun, handovers=handovers
+        )
+        if refusal is not None:
+            return Run.Status.FAILED, refusal
+        trace = self.result.trace if react and self.result is not None else []
+        entry = None
+        try:
+            await publisher.drain()
+            payload = {"message": handover.HANDED_OVER, "handovers": handovers + 1}
+            entry = await publisher.reserve(handover.HANDOVER_CHANNEL, payload)
+            await publisher.flush()
+            handed = await db(handover.run_hand_back)(
+                run=setup.run,
+                trace=handover.go_on_from(trace),
+                taken_in=self.inject_ids[: self.taken_in],
+                events=[entry],
+            )
+        except lifecycle.RunSwept:  # _end leaves the sweep's report standing
+            self.swept = True
+            handed = False
+        except Exception:
+            logger.exception("run %s could not be handed back", self.run_id)
+            handed = None
+        if handed:
+            assert entry is not None
+            await publisher.send_written(entry)
+            return None
+        if entry is not None:
+            publisher.release(entry)
+        if handed is False and not self.swept:  # a Stop was saved first: it wins
+            return Run.Status.CANCELLED, ""
+        return Run.Status.FAILED, handover.SERVER_RESTARTED
+
+    async def _handed_back(self) -> RunOutcome:
+        """The run is queued again: give back its unused event numbers and say so."""
+        assert self.publisher is not None
+        self.meter.end("handed_back", self.result.usage if self.result is not None else None)
+        try:
+            await self.publisher.release_numbers()
+        except Exception:  # they stay a gap in the numbers, nothing more
+            logger.warning("run %s could not give back its event numbers", self.run_id)
+        logger.info(
+            "run %s handed back after %.2fs: another worker goes on from its last step",
+            self.run_id,
+            time.perf_counter() - self.started,
+        )
+        return RunOutcome(Run.Status.QUEUED, handed_back=True)
 
     # ------------------------------------------------------------------------ ending
     async def _end(self, status: str, error: str) -> None:

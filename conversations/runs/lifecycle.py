@@ -11,6 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -78,6 +79,16 @@ def never_taken() -> str:
     )
 
 
+def never_taken_over() -> str:
+    """Why a run handed back by a stopping worker (runs/handover.py) and taken by no other
+    within the stale period failed."""
+    waited = duration_words(stale_heartbeat().total_seconds())
+    return (
+        "The worker writing this answer restarted and no other worker took it over within "
+        f"{waited}. Your message is saved; press Retry."
+    )
+
+
 def start_failure(error: BaseException) -> str:
     """What the user is told when a run's start failed with ``error``."""
     if is_disk_full(error):
@@ -133,7 +144,14 @@ def run_claim(*, run_id: int, task_id: str = "") -> Run | None:
         run = (
             Run.objects.select_related("conversation__owner", "trigger_message")
             .only(*CLAIMED_FIELDS)
-            .annotate(last_event_seq=last_event_seq_of("conversation"))
+            .annotate(
+                last_event_seq=last_event_seq_of("conversation"),
+                # Handed back by a stopped worker, to go on from its own trace
+                # (runs/handover.py); the trace itself is read only then.
+                handed_over=ExpressionWrapper(
+                    Q(resume_trace__isnull=False), output_field=BooleanField()
+                ),
+            )
             .get(pk=run_id)
         )
         run.reserved_event_numbers = reserve_event_numbers(run.conversation_id)
@@ -365,8 +383,13 @@ def run_sweep_stale(
     if conversation is not None:
         stale = stale.filter(conversation=conversation)
     swept = 0
-    for run_id, status in stale.values_list("pk", "status"):
-        reason = INTERRUPTED if status == Run.Status.RUNNING else never_taken()
+    # A queued run with a trace of its own was handed back by a stopping worker.
+    handed = ExpressionWrapper(Q(resume_trace__isnull=False), output_field=BooleanField())
+    for run_id, status, handed_back in stale.values_list("pk", "status", handed):
+        if status == Run.Status.RUNNING:
+            reason = INTERRUPTED
+        else:
+            reason = never_taken_over() if handed_back else never_taken()
         updated = Run.objects.filter(pk=run_id, status=status).update(
             status=Run.Status.FAILED, error=reason, finished_at=timezone.now()
         )

@@ -13,6 +13,19 @@
   let htmxApi = null;
   htmx.defineExtension("agentsite-held-frames", { init: function (api) { htmxApi = api; } });
 
+  // A server that restarts closes the chat's socket with 4012: 1012 (service restart), on
+  // which the ws extension reconnects as on 1006, 1011 and 1013, in the private range
+  // because daphne cannot send 1012 (core/graceful.py). The page reconnects on it the same
+  // way, to the URL it was loaded with: its ?after= makes the server send every run changed
+  // since as one block that replaces what the page shows, so nothing is lost or shown
+  // twice. The extension's wait doubles up to 64 s; capped at 8 s (full jitter), a page
+  // finds a restarted single server soon after it is back.
+  const RESTART_CLOSE_CODE = 4012;
+  function reconnectDelay(retryCount) {
+    return Math.min(1000 * Math.pow(2, Math.min(retryCount, 3)), 8000) * Math.random();
+  }
+  htmx.config.wsReconnectDelay = reconnectDelay;
+
   function nearBottom() {
     return window.innerHeight + window.scrollY >= document.body.scrollHeight - 160;
   }
@@ -82,6 +95,13 @@
       if (event.target.closest("[data-holds-frames]")) posting = true;
     });
     chat.addEventListener("htmx:afterRequest", function () { if (posting) release(); });
+    chat.addEventListener("htmx:wsClose", function (event) {
+      if (event.detail.event.code !== RESTART_CLOSE_CODE) return;
+      const socket = event.detail.socketWrapper;
+      window.setTimeout(function () {
+        if (chat.isConnected) socket.reconnect();
+      }, reconnectDelay(0));
+    });
     chat.addEventListener("htmx:wsBeforeMessage", function (event) {
       if (!posting || !htmxApi) return;
       event.preventDefault();

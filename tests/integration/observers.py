@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from typing import Any
 
 import httpx
@@ -141,3 +142,15 @@ def assert_consistent(stack: Stack, conversation_id: int, sent: list[str], strea
         assert complete == (status == "succeeded") and bool(incomplete) == (
             not complete and bool(content)
         ), (status, complete, incomplete)
+
+
+def shown_answer(frame: str, run_id: int) -> str | None:
+    """The finished answer a frame puts on the page (its rendered paragraph): in the live
+    finish frame or in a catch-up's re-render of the ended run; None in other frames."""
+    match = re.search(
+        rf'<div id="answer-{run_id}" class="answer msg assistant"[^>]*>'
+        r'\s*<div class="answer-body"><p>(.*?)</p>',
+        frame,
+        re.S,
+    )
+    return match[1] if match else None

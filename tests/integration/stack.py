@@ -516,6 +516,14 @@ class Stack:
         response = httpx.post(f"{self.llm_base}/_script", json=spec, timeout=5, trust_env=False)
         response.raise_for_status()
 
+    def release(self, name: str) -> None:
+        """Let the scripted responses waiting on ``name`` go on (``after_release``,
+        ``resume_on``)."""
+        response = httpx.post(
+            f"{self.llm_base}/_release", json={"name": name}, timeout=5, trust_env=False
+        )
+        response.raise_for_status()
+
     def llm_requests(self) -> list[dict[str, Any]]:
         return httpx.get(f"{self.llm_base}/_requests", timeout=5, trust_env=False).json()
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import re
 import secrets
 from collections.abc import Iterator
 from typing import Any
@@ -24,7 +23,7 @@ import pytest
 from websockets.exceptions import InvalidStatus
 
 from tests.deploy.nginx import Nginx, configured_nginx, raw_exchange
-from tests.integration.observers import EventStream, assembled, assert_consistent
+from tests.integration.observers import EventStream, assembled, assert_consistent, shown_answer
 from tests.integration.stack import (
     CSRF_INPUT,
     LOOPBACK,
@@ -156,18 +155,6 @@ class Page:
             return next((f for f in self.frames() if predicate(f)), None)
 
         return await async_wait_for(found, timeout=timeout, what=what)
-
-
-def shown_answer(frame: str, run_id: int) -> str | None:
-    """The finished answer a frame puts on the page (its rendered paragraph): in the live
-    finish frame or in a catch-up's re-render of the ended run; None in other frames."""
-    match = re.search(
-        rf'<div id="answer-{run_id}" class="answer msg assistant"[^>]*>'
-        r'\s*<div class="answer-body"><p>(.*?)</p>',
-        frame,
-        re.S,
-    )
-    return match[1] if match else None
 
 
 def finished(run_id: int) -> Any:
