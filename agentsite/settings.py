@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "template_partials",
     "core",
     "audit",  # the audit log (audit/): below the apps whose changes it records
+    "files",  # users' own files (files/): attachments, knowledge documents
     "llms",
     "tools",
     "conversations",
@@ -362,6 +363,16 @@ AGENTSITE_SHARE_ARTIFACT_MAX_BYTES = env.int(
 AGENTSITE_SHARE_ARTIFACTS_MAX_BYTES = env.int(
     "AGENTSITE_SHARE_ARTIFACTS_MAX_BYTES", default=5 * 1024 * 1024
 )
+# Users' own files (files/): the largest upload, and all of one user's files together.
+# nginx lets bodies of POST /api/files through up to 21m (deploy/nginx.conf): raise both.
+AGENTSITE_FILE_MAX_BYTES = env.int("AGENTSITE_FILE_MAX_BYTES", default=20 * 1024 * 1024)
+AGENTSITE_FILE_QUOTA_BYTES = env.int("AGENTSITE_FILE_QUOTA_BYTES", default=500 * 1024 * 1024)
+# Files attached to a message (conversations/attachments.py): how many to a message, the
+# text inlined for the model (longer files are read with the read_file tool), and the
+# largest image sent to a vision model.
+AGENTSITE_MESSAGE_MAX_FILES = env.int("AGENTSITE_MESSAGE_MAX_FILES", default=10)
+AGENTSITE_FILE_INLINE_CHARS = env.int("AGENTSITE_FILE_INLINE_CHARS", default=8000)
+AGENTSITE_IMAGE_MAX_BYTES = env.int("AGENTSITE_IMAGE_MAX_BYTES", default=5 * 1024 * 1024)
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 # Sessions are read on every request: from the cache (Redis in team mode), written through

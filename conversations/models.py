@@ -79,6 +79,10 @@ class Message(models.Model):
     )
     # For follow-ups sent during a run: when the worker picked it up (null = pending).
     delivered_at = models.DateTimeField(null=True, blank=True)
+    # The owner's files attached to a user message (files/), in the order attached.
+    files = models.ManyToManyField(
+        "files.StoredFile", through="MessageFile", related_name="messages", blank=True
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -89,6 +93,20 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role}#{self.seq}: {self.content[:40]}"
+
+
+class MessageFile(models.Model):
+    """A file attached to a message, at its place among the message's files."""
+
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="attachments")
+    file = models.ForeignKey("files.StoredFile", on_delete=models.PROTECT, related_name="+")
+    position = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["message", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["message", "file"], name="message_file_once")
+        ]
 
 
 class Run(models.Model):

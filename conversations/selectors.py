@@ -48,7 +48,7 @@ def branch_messages(
     ``upto_run_id``), in order: what the page shows and what the model reads."""
     tree = tree if tree is not None else RunTree.load(conversation.pk)
     path = tree.path_to(upto_run_id) if upto_run_id is not None else tree.selected_path()
-    return path_filter(tree, path, conversation.messages.all())
+    return path_filter(tree, path, conversation.messages.prefetch_related("attachments__file"))
 
 
 def events_after(

@@ -8,12 +8,15 @@ trigger message is not yet visible.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from audit.services import Client, record
+from conversations.attachments import attach, attachments_clean
 from conversations.history.numbering import next_message_seq
 from conversations.history.tree import RunTree
 from conversations.models import AgentMode, Conversation, Message, Run, RunEvent, ToolApproval
@@ -23,6 +26,8 @@ from core.configcache import cached
 from core.errors import ApplicationError
 from engine.approval import call_binding
 from engine.events import AgentEvent, ErrorEvent
+from files import services as files_services
+from files.models import StoredFile
 from llms.selectors import default_model_for_user, model_get_for_user
 from llms.services import quota_check
 
@@ -96,9 +101,14 @@ def conversation_archive(*, conversation: Conversation, archived: bool = True) -
 
 
 def conversation_delete(*, conversation: Conversation) -> None:
+    """Delete the conversation, and the files attached to its messages that nothing else
+    holds (another conversation's message, later a knowledge base)."""
     for run in conversation.runs.filter(status__in=Run.ACTIVE_STATUSES):
         run_cancel(run=run)
-    conversation.delete()
+    with transaction.atomic():
+        attached = list(StoredFile.objects.filter(messages__conversation=conversation).distinct())
+        conversation.delete()
+        files_services.delete_unattached(attached)
 
 
 def conversation_set_model(
@@ -133,23 +143,40 @@ def active_run(*, conversation: Conversation) -> Run | None:
 
 
 def message_post(
-    *, conversation: Conversation, user, content: str, mode: str = ""
+    *,
+    conversation: Conversation,
+    user,
+    content: str,
+    mode: str = "",
+    file_ids: Sequence[Any] | None = None,
 ) -> tuple[Message, Run, bool]:
-    """Save the user's message, then start a run or hand it to the active one.
+    """Save the user's message (with the user's files ``file_ids``), then start a run or
+    hand it to the active one.
 
     ``mode`` (blank: the conversation's) is how a new run works; a follow-up joins the
     active run as it works. Returns ``(message, run, injected)``.
     """
     content = message_content_clean(content)
     mode = mode_clean(mode, blank=True)
+    files = []
+    if file_ids:
+        model = conversation.model or default_model_for_user(user=user)
+        files = attachments_clean(user=user, file_ids=file_ids, model=model)
     try:
-        return _message_save(conversation=conversation, user=user, content=content, mode=mode)
+        return _message_save(
+            conversation=conversation, user=user, content=content, mode=mode, files=files
+        )
     except _StaleActiveRun:
         # A dead run must not take the message: sweep it (outside the lock, it publishes),
         # then save the message again, starting a new run.
         lifecycle.run_sweep_stale(conversation=conversation)
         return _message_save(
-            conversation=conversation, user=user, content=content, mode=mode, check_stale=False
+            conversation=conversation,
+            user=user,
+            content=content,
+            mode=mode,
+            files=files,
+            check_stale=False,
         )
 
 
@@ -158,7 +185,13 @@ class _StaleActiveRun(Exception):
 
 
 def _message_save(
-    *, conversation: Conversation, user, content: str, mode: str, check_stale: bool = True
+    *,
+    conversation: Conversation,
+    user,
+    content: str,
+    mode: str,
+    files: Sequence[StoredFile] = (),
+    check_stale: bool = True,
 ) -> tuple[Message, Run, bool]:
     with transaction.atomic():
         # Numbering the message locks the conversation first, so two posts cannot both
@@ -167,6 +200,13 @@ def _message_save(
         current = active_run(conversation=conversation) if seq > 1 else None
         if current is not None and check_stale and lifecycle.run_is_stale(current):
             raise _StaleActiveRun
+        if current is not None and files:
+            raise ApplicationError(
+                "Files go with a new question: send them once this answer ends (or press "
+                "Stop), or send the text alone now as a follow-up.",
+                code="conflict",
+                extra={"files": ["The agent is still answering the previous message."]},
+            )
         if current is not None:
             message = Message.objects.create(
                 conversation=conversation,
@@ -184,6 +224,7 @@ def _message_save(
         message = Message.objects.create(
             conversation=conversation, seq=seq, role=Message.Role.USER, content=content
         )
+        attach(message, files)
         # The question continues the branch the user is on.
         tip = RunTree.load(conversation.pk).tip() if seq > 1 else None
         if seq == 1:  # the first message titles a conversation that has no title yet

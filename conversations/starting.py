@@ -6,6 +6,9 @@ something, so clicking it leaves no empty conversation behind.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from django.db import transaction
 
 from conversations.models import AgentMode, Conversation, Message, Run
@@ -14,7 +17,12 @@ from llms.selectors import model_get_for_user
 
 
 def conversation_start(
-    *, owner, content: str, model_id: int | str | None = None, mode: str = ""
+    *,
+    owner,
+    content: str,
+    model_id: int | str | None = None,
+    mode: str = "",
+    file_ids: Sequence[Any] | None = None,
 ) -> tuple[Conversation, Message, Run]:
     """Create the conversation, save its first message and start its run, all or nothing.
 
@@ -29,5 +37,7 @@ def conversation_start(
         conversation = conversation_create(owner=owner, model=model, mode=mode or AgentMode.REACT)
         # Raises before anything is written when the message is refused; the atomic
         # block then takes the new row back with it. The run launches on commit.
-        message, run, _ = message_post(conversation=conversation, user=owner, content=content)
+        message, run, _ = message_post(
+            conversation=conversation, user=owner, content=content, file_ids=file_ids
+        )
     return conversation, message, run

@@ -55,6 +55,7 @@ def conversation_new(request: HttpRequest) -> HttpResponse:
             content=request.POST.get("content", ""),
             model_id=request.POST.get("model") or None,
             mode=request.POST.get("mode", ""),
+            file_ids=request.POST.getlist("files"),
         )
     except ApplicationError as exc:
         return _form_error(request, exc.message, status=413 if exc.code == "too_large" else 422)
@@ -114,7 +115,10 @@ def message_post(request: HttpRequest, conversation_id: int) -> HttpResponse:
     conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
     try:
         message, run, injected = services.message_post(
-            conversation=conversation, user=request.user, content=request.POST.get("content", "")
+            conversation=conversation,
+            user=request.user,
+            content=request.POST.get("content", ""),
+            file_ids=request.POST.getlist("files"),
         )
     except ApplicationError as exc:
         return _form_error(request, exc.message, status=413 if exc.code == "too_large" else 422)

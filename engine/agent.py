@@ -118,6 +118,7 @@ class _Run:
     query: str
     tools: ToolRegistry
     started: float
+    images: list[dict[str, Any]] = field(default_factory=list)  # image parts of the query
     messages: list[ChatMessage] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
@@ -203,8 +204,12 @@ class ReActAgent:
         *,
         resume: Sequence[ChatMessage] = (),
         go_on: bool = False,
+        images: Sequence[dict[str, Any]] = (),
     ) -> AgentResult:
         """Run the tool loop for ``query`` (appended to ``history`` as a pinned message).
+
+        ``images``: OpenAI-style ``image_url`` content parts sent with ``query`` (a model
+        with the ``vision`` ability; the caller checks it).
 
         ``resume`` goes on from a run that paused so the user could step in: that run's
         :attr:`AgentResult.trace` (its question, tool calls and results, exactly as it
@@ -217,7 +222,7 @@ class ReActAgent:
         process stopped, so the loop goes on from there with no new user turn; ``query``
         is then only what tool selection reads.
         """
-        run = _Run(query=query, tools=self.tools, started=time.perf_counter())
+        run = _Run(query=query, tools=self.tools, started=time.perf_counter(), images=list(images))
         run.page.on_start = lambda: run.held_injections.extend(self._pending_interrupts())
         mode = "native" if self._native_mode_active else "json"
         # DEBUG: an application logs its own line per run (the web app's runner does); more
@@ -301,7 +306,10 @@ class ReActAgent:
             )
         else:
             system = prompts.json_system_prompt(run.tools.to_prompt_catalog(), self.system_prompt)
-        query = ChatMessage("user", run.query, pinned=True)
+        content: str | list[dict[str, Any]] = run.query
+        if run.images:
+            content = [{"type": "text", "text": run.query}, *run.images]
+        query = ChatMessage("user", content, pinned=True)
         run.trace_start = resume[0] if resume else query
         if go_on and resume:
             return [ChatMessage("system", system), *history, *resume]

@@ -10,12 +10,13 @@ check is recorded and the next one still runs. Checks:
 - ``tool_call_forced``: a forced ``tool_choice`` returns a native call of that tool; an
   HTTP 400 here is typical of "thinking" models and means ``tool_choice: false``;
 - ``tool_call_auto``: ``tool_choice="auto"`` on a prompt that needs the tool returns a call;
-- ``json_mode``: ``response_format={"type": "json_object"}`` returns a valid JSON object.
+- ``json_mode``: ``response_format={"type": "json_object"}`` returns a valid JSON object;
+- ``vision``: a 16x16 red PNG as an image part, asking its colour, is answered "red".
 
 Verified abilities: ``tool_call`` = the auto check (the agent's native mode relies on
 ``tool_choice="auto"``; a model that only obeys forced calls, like the bundled SmolLM2,
 stays in JSON mode), ``tool_choice`` = the forced one,
-``json_mode``, ``streaming``. ``vision`` and ``json_schema`` are not probed and never
+``json_mode``, ``streaming``, ``vision``. ``json_schema`` is not probed and never
 overwritten. Secrets (API key, header values) are redacted from every detail and log line.
 """
 
@@ -67,6 +68,7 @@ CHECKS: dict[str, str] = {
     "tool_call_forced": "Tool call (forced tool_choice)",
     "tool_call_auto": "Tool call (auto)",
     "json_mode": "JSON mode",
+    "vision": "Vision (an image)",
 }
 # Distinct phrases per check, so a scripted server can answer each by a ``contains`` rule.
 PROMPTS: dict[str, str] = {
@@ -81,7 +83,13 @@ PROMPTS: dict[str, str] = {
         "Probe: JSON mode. Reply with a JSON object of the form "
         '{"city": "Paris", "country": "France"} and nothing else.'
     ),
+    "vision": "Probe: vision. What colour is this image? Reply with the single word.",
 }
+# A 16x16 solid red PNG: any model that sees images names its colour.
+RED_SQUARE_PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAABAAAAAQCAIAAACQkWg2AAAAFklEQVR42mP4z8BAEmIY1TCqYfhqAACQ+f8B8u7o"
+    "VwAAAABJRU5ErkJggg=="
+)
 PROBE_TOOL_NAME = "get_weather"
 PROBE_TOOL: dict[str, Any] = {
     "type": "function",
@@ -138,6 +146,7 @@ class ProbeReport:
             "tool_choice": self.ok("tool_call_forced"),
             "json_mode": self.ok("json_mode"),
             "streaming": self.ok("streaming"),
+            "vision": self.ok("vision"),
         }
 
     @property
@@ -172,6 +181,7 @@ ABILITY_SHORT_LABELS: dict[str, str] = {
     "tool_choice": "forced tool choice",
     "json_mode": "JSON mode",
     "streaming": "streaming",
+    "vision": "vision",
 }
 
 
@@ -293,6 +303,21 @@ async def probe_llm(
             return False, f"valid JSON but not an object: {response.content!r}"
         return True, f"valid JSON object with keys {sorted(value)}"
 
+    async def vision() -> tuple[bool, str]:
+        image = {
+            "type": "image_url",
+            "image_url": {"url": f"data:image/png;base64,{RED_SQUARE_PNG}"},
+        }
+        question = [{"type": "text", "text": PROMPTS["vision"]}, image]
+        try:
+            response = await llm.chat([ChatMessage("user", question)])
+        except BadRequestError as exc:
+            return False, f"the server refused an image: {exc.message}"
+        answer = response.content.strip()
+        if "red" in answer.lower():
+            return True, f"named the image's colour: {answer!r}"
+        return False, f"did not see the image (answered {answer!r})"
+
     runners: dict[str, Callable[[], Awaitable[tuple[bool, str]]]] = {
         "chat": chat,
         "streaming": streaming,
@@ -300,6 +325,7 @@ async def probe_llm(
         "tool_call_forced": tool_call_forced,
         "tool_call_auto": tool_call_auto,
         "json_mode": json_mode,
+        "vision": vision,
     }
     for name, runner in runners.items():
         started = time.perf_counter()

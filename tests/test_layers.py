@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 # Lowest first: a package may import the packages before it, never one after it.
-LAYERS = ("engine", "core", "audit", "llms", "tools", "conversations", "agentsite")
+LAYERS = ("engine", "core", "audit", "files", "llms", "tools", "conversations", "agentsite")
 # The rooms of conversations/, lowest first (docs/architecture.md says what each holds).
 # pages sits below runs while the worker renders a run's frames (runs/publisher.py).
 CONVERSATION_ROOMS = (
@@ -25,6 +25,7 @@ CONVERSATION_ROOMS = (
     "history",
     "selectors",
     "runs",
+    "attachments",
     "services",
     "starting",
     "pages",

@@ -29,7 +29,13 @@ from ninja.errors import HttpError, ValidationError
 from ninja.parser import Parser
 from ninja.security.base import AuthBase
 
-from conversations.api import routes_catalog, routes_conversations, routes_runs, routes_sharing
+from conversations.api import (
+    routes_catalog,
+    routes_conversations,
+    routes_files,
+    routes_runs,
+    routes_sharing,
+)
 from conversations.api.docs import API_DESCRIPTION, ERROR_RESPONSES
 from conversations.api.errors import validation_error
 from conversations.http import body
@@ -195,6 +201,7 @@ api.add_router("", routes_conversations.router)
 api.add_router("", routes_runs.router)
 api.add_router("", routes_sharing.router)
 api.add_router("", routes_catalog.router)
+api.add_router("", routes_files.router)
 
 
 @api.get(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import prefetch_related_objects
 from django.http import HttpRequest
 from django.urls import reverse
 
@@ -17,6 +18,7 @@ from conversations.history.tree import RunTree
 from conversations.models import CompactionSummary, Conversation, Message, Run, SharedLink
 from conversations.transfer import sharing
 from conversations.transfer.exporting import message_fields
+from files.models import StoredFile
 
 __all__ = [
     "conversation_detail_out",
@@ -55,6 +57,17 @@ def message_out(message: Message) -> dict[str, Any]:
         "run_id": message.run_id,
         "delivered_at": message.delivered_at,
         "created_at": message.created_at,
+        "files": [attached_file_out(a.file) for a in message.attachments.all()],
+    }
+
+
+def attached_file_out(stored: StoredFile) -> dict[str, Any]:
+    return {
+        "id": stored.pk,
+        "name": stored.name,
+        "size": stored.size,
+        "content_type": stored.content_type,
+        "url": f"/api/files/{stored.pk}/content",
     }
 
 
@@ -102,6 +115,7 @@ def conversation_detail_out(
     else:
         messages = selectors.branch_messages(conversation=conversation, tree=tree)
         runs = list(conversation.runs.filter(pk__in=path).order_by("created_at", "id"))
+    prefetch_related_objects(messages, "attachments__file")
     out["messages"] = [message_out(m) for m in messages]
     out["runs"] = [
         {

@@ -25,6 +25,7 @@ __all__ = [
     "CallId",
     "ConversationId",
     "ExportFormat",
+    "FileId",
     "Follow",
     "LastEventId",
     "MessageId",
@@ -48,6 +49,7 @@ ConversationId = _id("conversation")
 RunId = _id("run")
 MessageId = _id("message")
 ShareId = _id("shared link")
+FileId = _id("file")
 CallId = Annotated[str, Path(description="The `call_id` of the run's `approval` event.")]
 
 

@@ -142,7 +142,7 @@ def conversation_delete(request: HttpRequest, conversation_id: ConversationId):
 
 @router.post(
     "/conversations/{id:conversation_id}/messages",
-    response={202: MessagePosted, **errors(400, 404, 413)},
+    response={202: MessagePosted, **errors(400, 404, 409, 413)},
     operation_id="postMessage",
     summary="Send a message: starts a run, or joins the active one",
     description="When a run is active the message is delivered to it as a follow-up "
@@ -157,6 +157,7 @@ def message_post(request: HttpRequest, conversation_id: ConversationId, payload:
         user=request.user,
         content=payload.content,
         mode=payload.mode or "",
+        file_ids=payload.files,
     )
     return Status(
         202,

@@ -11,7 +11,15 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Body, Schema
-from pydantic import BeforeValidator, ConfigDict, Field, StrictBool, StrictStr, model_validator
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError, PydanticUndefined
 
 from conversations.models import AgentMode, Message, Run
@@ -99,6 +107,11 @@ class ConversationChange(Forbid):
 
 class MessageNew(Forbid):
     content: StrictStr = Field(min_length=1)
+    files: list[StrictInt] | None = Field(
+        None,
+        description="Ids of your files (POST /api/files) to attach, in order. An image needs "
+        "a model with vision; files go with a new question, not a follow-up (409).",
+    )
     mode: OptionalMode = Field(
         None,
         description="This message's run only (default: the conversation's mode); ignored "
@@ -163,6 +176,14 @@ class ConversationList(Schema):
     conversations: list[Conversation]
 
 
+class AttachedFile(Schema):
+    id: int
+    name: str
+    size: int = Field(description="Bytes.")
+    content_type: str
+    url: str = Field(description="The file's bytes (GET, yours only).")
+
+
 class MessageOut(Schema):
     id: int
     seq: int
@@ -179,6 +200,7 @@ class MessageOut(Schema):
     run_id: int | None
     delivered_at: datetime | None
     created_at: datetime
+    files: list[AttachedFile] = Field(description="Files attached to the message, in order.")
 
 
 class RunOut(Schema):
@@ -365,3 +387,26 @@ class ExportDocument(Forbid):
     conversation: ExportConversation = None  # type: ignore[assignment]
     messages: list[ExportMessage]
     runs: list[ExportRun]
+
+
+# ------------------------------------------------------------------------------ files
+
+
+class FileUploaded(Schema):
+    """What POST /api/files answers."""
+
+    id: int
+    name: str = Field(description="The uploaded name, sanitised (no path, no control characters).")
+    size: int = Field(description="Bytes.")
+    content_type: str = Field(
+        description="From the content, never from the name or the request (text types "
+        "only: from the name's extension)."
+    )
+
+
+class FileDetail(FileUploaded):
+    kind: Literal["text", "pdf", "docx", "image"]
+    sha256: str
+    pages: int = Field(description="A PDF's pages (0 for other kinds).")
+    text_chars: int = Field(description="Characters of text extracted (0 for images).")
+    created_at: datetime

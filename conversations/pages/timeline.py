@@ -35,7 +35,7 @@ def conversation_timeline(*, conversation: Conversation, fresh_run_id: int | Non
     tree = RunTree.load(conversation.pk)
     path = tree.selected_path()
     path_ids = [node.run_id for node in path]
-    messages = path_filter(tree, path, conversation.messages.all())
+    messages = path_filter(tree, path, conversation.messages.prefetch_related("attachments__file"))
     runs = list(
         Run.objects.filter(pk__in=path_ids).select_related("model").order_by("created_at", "id")
     )

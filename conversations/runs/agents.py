@@ -112,15 +112,16 @@ async def agent_run(
     *,
     resume: Sequence[ChatMessage] = (),
     go_on: bool = False,
+    images: Sequence[dict[str, Any]] = (),
 ) -> AgentResult:
     """Run ``agent``; ``resume`` is the trace of the paused run it goes on from (a
     resumed run is a ReAct run: plan mode keeps no trace to go on from), or with
     ``go_on`` its own trace, handed over by a worker that stopped (runs/handover.py)."""
-    if not resume:
+    if not resume and not images:
         return await agent.run(query, history)
     if not isinstance(agent, ReActAgent):
-        raise TypeError("only a ReAct agent goes on from a run's trace")
-    return await agent.run(query, history, resume=resume, go_on=go_on)
+        raise TypeError("only a ReAct agent goes on from a run's trace or reads images")
+    return await agent.run(query, history, resume=resume, go_on=go_on, images=images)
 
 
 def trace_to_keep(agent: ReActAgent | PlanAgent, result: AgentResult) -> list[ChatMessage]:

@@ -18,6 +18,13 @@ from typing import Any, TypeVar
 from django.conf import settings
 
 from conversations.history import compaction, traces
+from conversations.history.attachments import (
+    conversation_file,
+    image_parts,
+    message_files,
+    readable_file_ids,
+    with_files,
+)
 from conversations.models import AgentMode, Message, Run
 from conversations.runs import handover, lifecycle
 from conversations.runs.agents import RunModels, agent_for, agent_run, run_models, trace_to_keep
@@ -42,8 +49,10 @@ from engine import (
 )
 from engine.events import AgentEvent, Compact, Done, ErrorEvent, Inject, IterationStart
 from engine.llm.base import plain_message
+from files.models import StoredFile
 from llms.selectors import default_model_for_user, model_get_for_user
 from llms.services import build_llm
+from tools.builtin.read_file import read_file_tool
 from tools.markdown.render import render_markdown
 from tools.registry import ToolContext
 from tools.services import tool_rows_for_user, tools_for_user
@@ -115,6 +124,8 @@ class RunSetup:
     handed_over: bool = False
     go_on: bool = False
     taken_in_before: list[int] = field(default_factory=list)
+    # The question's images as image parts (a model with vision).
+    images: list[dict[str, Any]] = field(default_factory=list)
 
 
 class RunExecution:
@@ -247,9 +258,10 @@ class RunExecution:
         handed = traces.handed_over_point(run)
         own = handed.trace if handed is not None else []
         resuming = handed if own else traces.resume_point(run)
+        attached = with_files(trigger.content, message_files(trigger)) if trigger else None
         setup = RunSetup(
             run=run,
-            query=trigger.content if trigger else "",
+            query=attached.text if attached else "",
             history=compaction.history_load(run=resuming.history_run if resuming else run),
             start_seq=run.last_event_seq,
             reserved=run.reserved_event_numbers,
@@ -269,10 +281,14 @@ class RunExecution:
             setup.state = read_runs_state([self.run_id])[self.run_id]
         try:
             setup.model, setup.llm, setup.registry = _build_agent_parts(run)
-            # A trace goes on as the ReAct loop that wrote it.
+            if attached is not None and attached.images:
+                setup.images = _images_for(setup.model, attached.images)
+            _offer_read_file(setup.registry, run)
+            # A trace goes on as the ReAct loop that wrote it; images go to a ReAct loop
+            # (plan mode's planner and steps read text).
             setup.models = (
                 RunModels(AgentMode.REACT)
-                if setup.go_on
+                if setup.go_on or setup.images
                 else run_models(run, setup.model, setup.llm)
             )
         except LLMSetupError as exc:
@@ -344,7 +360,12 @@ class RunExecution:
             )
             self.agent = agent
             self.result = await agent_run(
-                agent, setup.query, loaded.messages, resume=setup.resume, go_on=setup.go_on
+                agent,
+                setup.query,
+                loaded.messages,
+                resume=setup.resume,
+                go_on=setup.go_on,
+                images=setup.images,
             )
             await self._keep_trace(trace_to_keep(agent, self.result))
             if self.result.status in (
@@ -671,6 +692,32 @@ def _followup_messages(run_id: int) -> list[dict[str, Any]]:
         .order_by("seq")
         .values_list("pk", "content", "pinned")
     ]
+
+
+def _images_for(model: Any, images: list[StoredFile]) -> list[dict[str, Any]]:
+    """The question's images as image parts, or why the model cannot see them (it was
+    switched to one without vision after the message was sent)."""
+    if not (model.abilities or {}).get("vision"):
+        raise LLMSetupError(
+            f"{model} cannot read images, and this question has {len(images)}. Pick a "
+            "model with vision for this conversation, then Retry."
+        )
+    return image_parts(images)
+
+
+def _offer_read_file(registry: Any, run: Run) -> None:
+    """The read_file tool, when the conversation has files too long to show whole."""
+    owner_id, conversation_id = run.conversation.owner_id, run.conversation_id
+    file_ids = readable_file_ids(conversation_id=conversation_id, owner_id=owner_id)
+    if file_ids and "read_file" not in registry:
+        registry.register(
+            read_file_tool(
+                lambda file_id: conversation_file(
+                    conversation_id=conversation_id, owner_id=owner_id, file_id=file_id
+                ),
+                file_ids,
+            )
+        )
 
 
 def _build_agent_parts(run: Run) -> tuple[Any, Any, Any]:

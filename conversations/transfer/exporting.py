@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 from django.utils.text import slugify
 
@@ -124,7 +125,20 @@ def message_fields(message: Message) -> dict[str, Any]:
 
 def _message_out(message: Message, run_id: int | None) -> dict[str, Any]:
     created_at = message.created_at.isoformat()
-    return {**message_fields(message), "created_at": created_at, "run_id": run_id}
+    out = {**message_fields(message), "created_at": created_at, "run_id": run_id}
+    files = _file_references(message)
+    if files:
+        out["files"] = files
+    return out
+
+
+def _file_references(message: Message) -> list[dict[str, Any]]:
+    """The message's files as references: what they were, not their bytes (an export is
+    a conversation, not a backup of the owner's files)."""
+    return [
+        {"name": a.file.name, "size": a.file.size, "content_type": a.file.content_type}
+        for a in message.attachments.all()
+    ]
 
 
 def _run_out(run: Run, conversation: Conversation, *, parent_id, selected: bool) -> dict:
@@ -153,7 +167,10 @@ def export_json(*, conversation: Conversation, tree: bool = False) -> dict[str, 
             _run_out(run, conversation, parent_id=run.parent_id, selected=run.pk in chosen)
             for run in runs
         ]
-        messages_out = [_message_out(m, m.run_id) for m in conversation.messages.order_by("seq")]
+        messages_out = [
+            _message_out(m, m.run_id)
+            for m in conversation.messages.prefetch_related("attachments__file").order_by("seq")
+        ]
     else:
         branch = branch_load(conversation)
         runs_out, parent_id = [], None
@@ -270,7 +287,11 @@ def export_markdown(*, conversation: Conversation) -> str:
             add_cards(carrier)
             blocks.append(f"## Assistant\n\n{message.content}")
         else:
-            blocks.append(f"## {_role_label(message)}\n\n{message.content}")
+            attached = "".join(
+                f"\n\n*Attached: {f['name']} ({filesizeformat(f['size'])})*"
+                for f in _file_references(message)
+            )
+            blocks.append(f"## {_role_label(message)}\n\n{message.content}{attached}")
         previous = carrier
     finish(previous)
     for run in branch.runs:  # runs none of whose messages are on the branch

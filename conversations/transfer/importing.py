@@ -71,9 +71,11 @@ _FILE_REFUSALS = {
 
 
 _TOP_FIELDS = {"format", "version", "scope", "exported_at", "conversation", "messages", "runs"}
+# "files": references to attached files (name, size, type); an export has no bytes, so
+# an import keeps the messages without them.
 _MESSAGE_FIELDS = {
     "id", "seq", "role", "kind", "content", "reasoning", "incomplete", "pinned", "usage",
-    "created_at", "run_id",
+    "created_at", "run_id", "files",
 }  # fmt: skip
 _RUN_FIELDS = {
     "id", "parent_id", "trigger_message_id", "status", "selected", "iterations", "usage",

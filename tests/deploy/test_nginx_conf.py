@@ -54,8 +54,29 @@ def test_the_body_limit_matches_the_apps() -> None:
     assert settings.AGENTSITE_MESSAGE_MAX_CHARS == 100_000, "the defaults are compared here"
     wanted = math.ceil((app_limit + MULTIPART_SLACK) / 1024)
     rendered = render({})
-    [value] = re.findall(r"client_max_body_size (\S+);", rendered)
+    [value, files_value] = re.findall(r"client_max_body_size (\S+);", rendered)
     assert body_limit_bytes(value) == wanted * 1024, (value, wanted)
+    assert files_value == "21m"  # the one location that takes more: the next test
+
+
+def test_file_uploads_alone_may_be_as_large_as_the_apps_file_limit() -> None:
+    """POST /api/files takes a file up to AGENTSITE_FILE_MAX_BYTES plus the framing the app
+    allows (files/uploads.py): exactly that, so the app's 413 answers a file a little too
+    large; the location still proxies to the app with the server's headers."""
+    from files.uploads import MULTIPART_SLACK_BYTES
+
+    rendered = render({})
+    [block] = re.findall(r"location = /api/files \{(.*?)\n    \}", rendered, re.S)
+    [value] = re.findall(r"client_max_body_size (\S+);", block)
+    assert settings.AGENTSITE_FILE_MAX_BYTES == 20 * 1024 * 1024, "the defaults are compared"
+    assert body_limit_bytes(value) == settings.AGENTSITE_FILE_MAX_BYTES + MULTIPART_SLACK_BYTES
+    assert "proxy_pass http://agentsite;" in block
+    assert "proxy_set_header" not in block  # so it inherits the server's (Host, X-Forwarded-*)
+    # Its own error pages replace the server's: the outage answer is kept, and nginx's 413
+    # names this location's limit.
+    assert "error_page 502 504 =503 @unavailable;" in block
+    assert "error_page 413 @file_too_large;" in block
+    assert "the limit for file uploads is 21m" in rendered
 
 
 @needs_nginx
@@ -142,6 +163,25 @@ def test_a_body_within_the_limit_is_passed_on(proxy, web_server) -> None:
     assert len(web_server.requests[-1].body) == len(body)
     over = httpx.post(f"{proxy.url}/api/import", content=body + b"xx", trust_env=False)
     assert over.status_code == 413 and over.json()["error"].startswith("The request body")
+    assert len(web_server.requests) == 1
+
+
+@needs_nginx
+def test_a_file_upload_may_be_larger_than_other_bodies(proxy, web_server) -> None:
+    web_server.route("/api/files", status=201, body="stored")
+    body = b"x" * body_limit_bytes("21m")
+    response = httpx.post(f"{proxy.url}/api/files", content=body, trust_env=False, timeout=60)
+    assert (response.status_code, response.text) == (201, "stored")
+    assert len(web_server.requests[-1].body) == len(body)
+    seen = {k.lower(): v for k, v in web_server.requests[-1].headers.items()}
+    assert seen["host"] == f"127.0.0.1:{proxy.port}" and "x-forwarded-for" in seen
+    over = httpx.post(f"{proxy.url}/api/files", content=body + b"x", trust_env=False, timeout=60)
+    assert over.status_code == 413
+    assert over.json()["error"].endswith("(the limit for file uploads is 21m).")
+    # Only the upload itself: any other path keeps the small limit.
+    other = b"x" * (body_limit_bytes("1300k") + 1)
+    elsewhere = httpx.post(f"{proxy.url}/api/files/1", content=other, trust_env=False)
+    assert elsewhere.status_code == 413 and "1300k" in elsewhere.json()["error"]
     assert len(web_server.requests) == 1
 
 

@@ -48,6 +48,7 @@ CHROMIUM_ARGS = [
 USERS = {"alice": "alice-e2e-pw-7431", "bob": "bob-e2e-pw-9182"}
 PROVIDER = "scripted"
 MODEL = "scripted-model"
+VISION_MODEL = "scripted-vision"  # the same server, declared able to read images
 START_TIMEOUT = 30.0
 TIMEOUT_MS = 10_000
 
@@ -133,6 +134,10 @@ call_command("add_provider", name={PROVIDER!r}, base_url={base_url!r}, api_key="
 call_command(
     "add_model", provider={PROVIDER!r}, model={MODEL!r},
     abilities="tool_call,json_mode,streaming", default=True,
+)
+call_command(
+    "add_model", provider={PROVIDER!r}, model={VISION_MODEL!r},
+    abilities="tool_call,json_mode,streaming,vision",
 )
 """
 

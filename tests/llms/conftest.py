@@ -27,6 +27,7 @@ def probe_rules(**overrides: Any) -> list[dict[str, Any]]:
         "tool_call_forced": TOOL_CALL,
         "tool_call_auto": TOOL_CALL,
         "json_mode": {"content": '{"city": "Paris", "country": "France"}'},
+        "vision": {"content": "Red."},
     }
     responses.update(overrides)
     return [{"contains": PROMPTS[name], "response": responses[name]} for name in responses]

@@ -186,7 +186,7 @@ def test_probe_and_apply_buttons(admin_client, rows, full_server):
     probe_url = reverse("admin:llms_llmmodel_probe", args=[model.pk])
     assert admin_client.get(probe_url).status_code == 405
     response = admin_client.post(probe_url, follow=True)
-    assert b"5/6 checks passed" in response.content
+    assert b"6/7 checks passed" in response.content
     html = response.content.decode()
     assert "Declared" in html and "Verified" in html and "(differs)" in html
     assert 'class="differs"' in html and ' style="' not in html  # the CSP refuses style=""
@@ -207,7 +207,7 @@ def test_probe_action_from_the_changelist(admin_client, rows, full_server):
         {"action": "probe_capabilities", "_selected_action": [model.pk]},
         follow=True,
     )
-    assert b"6/6 checks passed" in response.content
+    assert b"7/7 checks passed" in response.content
     assert LLMModel.objects.get().probed_at is not None
 
 

@@ -172,7 +172,7 @@ def test_probe_models_command_probes_and_applies(full_server):
     run("add_provider", "--name", "p", "--base-url", full_server.base_url)
     run("add_model", "--provider", "p", "--model", "scripted-model")
     out = run("probe_models", "--model", "scripted-model", "--apply")
-    assert "6/6 checks passed" in out and "applied" in out
+    assert "7/7 checks passed" in out and "applied" in out
     model = LLMModel.objects.get()
     assert model.abilities["tool_call"] and model.abilities["json_mode"]
     assert model.probed_at is not None

@@ -12,7 +12,13 @@ from llms.probe import PROMPTS, probe_model
 from llms.services import model_apply_verified_abilities, model_probe, model_upsert, provider_upsert
 from tests.llms.conftest import SECRET_KEY_VALUE, probe_rules
 
-FULL = {"tool_call": True, "tool_choice": True, "json_mode": True, "streaming": True}
+FULL = {
+    "tool_call": True,
+    "tool_choice": True,
+    "json_mode": True,
+    "streaming": True,
+    "vision": True,
+}
 
 
 async def probe(server, **overrides):
@@ -121,3 +127,15 @@ def test_probe_stores_results_and_apply_copies_them(full_server):
     model.refresh_from_db()
     assert model.abilities["tool_call"] and not model.abilities["tool_choice"]
     assert model.abilities["vision"] is True  # not probed, kept
+
+
+async def test_vision_is_checked_with_a_real_image(scripted_server):
+    report = await probe(scripted_server)
+    [request] = [r for r in scripted_server.requests if PROMPTS["vision"] in json.dumps(r)]
+    parts = request["messages"][-1]["content"]
+    assert parts[1]["image_url"]["url"].startswith("data:image/png;base64,iVBORw0KGgo")
+    assert report.verified_abilities["vision"]
+
+    blind = await probe(scripted_server, vision={"content": "I cannot see images."})
+    assert blind.verified_abilities == {**FULL, "vision": False}
+    assert "did not see the image" in blind.checks["vision"].detail

@@ -25,11 +25,12 @@ REQUEST_SECONDS = 30.0
 
 
 @pytest.fixture
-def api_schema(user, no_launch, settings):
+def api_schema(user, no_launch, settings, tmp_path):
     """The served schema, loaded through the app, with some of the user's data to find."""
     from agentsite.asgi import application
 
     settings.AGENTSITE_API_RATE_LIMIT = 0  # thousands of requests a minute, on purpose
+    settings.MEDIA_ROOT = tmp_path  # uploaded files (POST /api/files) land here
     conversation = conversation_create(owner=user, title="fuzzed")
     message_create(conversation=conversation, role="user", content="hello")
     return schemathesis.openapi.from_asgi("/api/schema", application)

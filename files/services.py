@@ -1,0 +1,166 @@
+"""Storing and deleting a user's files: the one writer of :class:`~files.models.StoredFile`.
+
+:func:`store` checks everything before anything is kept: the size, what the bytes are
+(:mod:`files.detection`), that their text can be read (:mod:`files.extraction`) and the
+owner's quota; then it writes the blob (its SHA-256 computed on the way) and the row in
+one transaction. If anything fails, the blob is removed again: a refused upload leaves
+no row and no file on disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import unicodedata
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.files import File
+from django.core.files.uploadedfile import UploadedFile
+from django.db import transaction
+from django.db.models import ProtectedError
+
+from core.errors import ApplicationError
+from files import detection, extraction
+from files.models import StoredFile
+from files.selectors import usage
+from files.uploads import file_max_bytes, size_words, too_large_message
+
+__all__ = [
+    "NAME_MAX_CHARS",
+    "delete",
+    "delete_unattached",
+    "file_quota_bytes",
+    "sanitize_name",
+    "store",
+    "usage",
+]
+
+logger = logging.getLogger(__name__)
+
+NAME_MAX_CHARS = 255  # StoredFile.name's column
+EXTENSION_MAX_CHARS = 16
+FALLBACK_NAME = "file"
+# Characters no file name on a common system may hold, or that would confuse a download.
+_FORBIDDEN = re.compile(r'[<>:"/\\|?*]')
+
+
+def file_quota_bytes() -> int:
+    return int(settings.AGENTSITE_FILE_QUOTA_BYTES)
+
+
+def sanitize_name(raw: str) -> str:
+    """A name safe to show and to offer as a download: the last path part only, without
+    control or format characters, forbidden punctuation or leading dots, within
+    :data:`NAME_MAX_CHARS` (the extension kept). Never used as a path: blobs get random
+    names (:func:`files.models.blob_path`)."""
+    name = unicodedata.normalize("NFC", raw or "")
+    name = re.split(r"[/\\]", name)[-1]
+    name = "".join(ch for ch in name if unicodedata.category(ch)[0] != "C")
+    name = _FORBIDDEN.sub("_", name)
+    name = " ".join(name.split()).strip(" .")
+    if not name:
+        return FALLBACK_NAME
+    if len(name) > NAME_MAX_CHARS:
+        stem, dot, extension = name.rpartition(".")
+        if dot and stem and len(extension) <= EXTENSION_MAX_CHARS:
+            name = stem[: NAME_MAX_CHARS - len(extension) - 1].rstrip(" .") + "." + extension
+        else:
+            name = name[:NAME_MAX_CHARS].rstrip(" .")
+    return name or FALLBACK_NAME
+
+
+class _Hashing(File):
+    """The upload as the storage copies it, chunk by chunk, hashed on the way (so the
+    bytes are read once more, not twice)."""
+
+    def __init__(self, upload: UploadedFile) -> None:
+        super().__init__(upload.file, name=upload.name)
+        self.digest = hashlib.sha256()
+
+    def chunks(self, chunk_size: int | None = None) -> Iterator[bytes]:
+        for chunk in super().chunks(chunk_size):
+            self.digest.update(chunk)
+            yield chunk
+
+
+def _check_quota(owner: Any, size: int) -> None:
+    quota = file_quota_bytes()
+    used = usage(owner)
+    if used + size > quota:
+        message = (
+            f"Your files would take {size_words(used + size)}, over your storage quota of "
+            f"{size_words(quota)}: delete some files first."
+        )
+        raise ApplicationError(message, code="too_large", extra={"file": [message]})
+
+
+def store(owner: Any, uploaded: UploadedFile) -> StoredFile:
+    """Keep ``uploaded`` as one of ``owner``'s files, or refuse it (``ApplicationError``:
+    400 for what it is, 413 over the size limit or the quota) keeping nothing."""
+    name = sanitize_name(uploaded.name or "")
+    limit = file_max_bytes()
+    if uploaded.size is None or uploaded.size > limit:
+        message = too_large_message(limit)
+        raise ApplicationError(message, code="too_large", extra={"file": [message]})
+    _check_quota(owner, uploaded.size)  # early: before reading the file
+    detected = detection.detect(uploaded, name)
+    extracted = extraction.extract(uploaded, kind=detected.kind, content_type=detected.content_type)
+    stored = StoredFile(
+        owner=owner,
+        name=name,
+        kind=detected.kind,
+        content_type=detected.content_type,
+        size=uploaded.size,
+        text=extracted.text,
+        pages=extracted.pages,
+    )
+    uploaded.seek(0)
+    content = _Hashing(uploaded)
+    try:
+        stored.blob.save(name, content, save=False)  # outside the transaction: no lock held
+        stored.sha256 = content.digest.hexdigest()
+        with transaction.atomic():
+            # One upload of a user at a time past this point, so two cannot both fit.
+            get_user_model().objects.select_for_update().only("pk").get(pk=owner.pk)
+            _check_quota(owner, stored.size)
+            stored.save()
+    except BaseException:
+        if stored.blob.name:
+            stored.blob.storage.delete(stored.blob.name)
+        raise
+    logger.info(
+        "file %s stored for user %s (%s, %d bytes)", stored.pk, owner.pk, stored.kind, stored.size
+    )
+    return stored
+
+
+def delete(file: StoredFile) -> None:
+    """Delete the file (its blob goes once the deletion is committed:
+    :func:`files.models._delete_blob`). A file attached to a message stays (409): the
+    message would lose it."""
+    try:
+        with transaction.atomic():
+            file.delete()
+    except ProtectedError:
+        raise ApplicationError(
+            "This file is attached to a message, so it can't be deleted: delete the "
+            "conversation instead.",
+            code="conflict",
+        ) from None
+
+
+def delete_unattached(files: Iterable[StoredFile]) -> int:
+    """Delete those of ``files`` nothing holds any more (for whoever removes what held
+    them, such as a conversation's deletion); the others stay. How many went."""
+    deleted = 0
+    for file in files:
+        try:
+            delete(file)
+        except ApplicationError:
+            continue
+        deleted += 1
+    return deleted
