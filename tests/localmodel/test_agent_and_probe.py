@@ -54,6 +54,8 @@ async def test_probe_verdicts(local_server: ServerInfo):
     # tool_choice="auto" through llama.cpp yields no call from this model: the agent must
     # not use native mode with this model, JSON mode with a schema instead.
     assert not checks["tool_call_auto"].ok
+    # SmolLM2 is a text model: shown an image, it does not name its colour.
+    assert not checks["vision"].ok, checks["vision"].detail
     abilities = abilities_from_report(report)
     assert abilities == {
         "tool_call": False,
@@ -61,6 +63,7 @@ async def test_probe_verdicts(local_server: ServerInfo):
         "json_mode": True,
         "json_schema": True,
         "streaming": True,
+        "vision": False,
     }
 
 
