@@ -11,7 +11,8 @@ check is recorded and the next one still runs. Checks:
   HTTP 400 here is typical of "thinking" models and means ``tool_choice: false``;
 - ``tool_call_auto``: ``tool_choice="auto"`` on a prompt that needs the tool returns a call;
 - ``json_mode``: ``response_format={"type": "json_object"}`` returns a valid JSON object;
-- ``vision``: a 16x16 red PNG as an image part, asking its colour, is answered "red".
+- ``vision``: a 16x16 red PNG, then a blue one, as image parts, asking their colour, are
+  answered "red" and "blue" (one colour could be a blind guess; both hardly are).
 
 Verified abilities: ``tool_call`` = the auto check (the agent's native mode relies on
 ``tool_choice="auto"``; a model that only obeys forced calls, like the bundled SmolLM2,
@@ -85,11 +86,17 @@ PROMPTS: dict[str, str] = {
     ),
     "vision": "Probe: vision. What colour is this image? Reply with the single word.",
 }
-# A 16x16 solid red PNG: any model that sees images names its colour.
-RED_SQUARE_PNG = (
-    "iVBORw0KGgoAAAANSUhEUgAAABAAAAAQCAIAAACQkWg2AAAAFklEQVR42mP4z8BAEmIY1TCqYfhqAACQ+f8B8u7o"
-    "VwAAAABJRU5ErkJggg=="
-)
+# 16x16 solid squares: any model that sees images names their colours.
+SQUARES_PNG = {
+    "red": (
+        "iVBORw0KGgoAAAANSUhEUgAAABAAAAAQCAIAAACQkWg2AAAAFklEQVR42mP4z8BAEmIY1TCqYfhqAACQ+f8B8u7o"
+        "VwAAAABJRU5ErkJggg=="
+    ),
+    "blue": (
+        "iVBORw0KGgoAAAANSUhEUgAAABAAAAAQCAIAAACQkWg2AAAAFUlEQVR42mNgYPhPIhrVMKph2GoAAJLb/wHQPqPS"
+        "AAAAAElFTkSuQmCC"
+    ),
+}
 PROBE_TOOL_NAME = "get_weather"
 PROBE_TOOL: dict[str, Any] = {
     "type": "function",
@@ -304,19 +311,19 @@ async def probe_llm(
         return True, f"valid JSON object with keys {sorted(value)}"
 
     async def vision() -> tuple[bool, str]:
-        image = {
-            "type": "image_url",
-            "image_url": {"url": f"data:image/png;base64,{RED_SQUARE_PNG}"},
-        }
-        question = [{"type": "text", "text": PROMPTS["vision"]}, image]
-        try:
-            response = await llm.chat([ChatMessage("user", question)])
-        except BadRequestError as exc:
-            return False, f"the server refused an image: {exc.message}"
-        answer = response.content.strip()
-        if "red" in answer.lower():
-            return True, f"named the image's colour: {answer!r}"
-        return False, f"did not see the image (answered {answer!r})"
+        answers = []
+        for colour, data in SQUARES_PNG.items():
+            image = {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}}
+            question = [{"type": "text", "text": PROMPTS["vision"]}, image]
+            try:
+                response = await llm.chat([ChatMessage("user", question)])
+            except BadRequestError as exc:
+                return False, f"the server refused an image: {exc.message}"
+            answer = response.content.strip()
+            answers.append(repr(answer))
+            if colour not in answer.lower():
+                return False, f"did not see the {colour} image (answered {answer!r})"
+        return True, f"named both images' colours: {', '.join(answers)}"
 
     runners: dict[str, Callable[[], Awaitable[tuple[bool, str]]]] = {
         "chat": chat,

@@ -112,10 +112,19 @@ def _normalise(response: Response | str) -> Response:
 
 
 def _message_text(message: Any) -> str:
+    """What rules match against: the text, and an image part's URL (a data URL carries the
+    image: a rule can answer as a model that sees it)."""
     content = message.get("content") if isinstance(message, dict) else None
     if isinstance(content, list):
-        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        return " ".join(_part_text(p) for p in content if isinstance(p, dict))
     return content or ""
+
+
+def _part_text(part: dict[str, Any]) -> str:
+    image = part.get("image_url")
+    if isinstance(image, dict):
+        return str(image.get("url", ""))
+    return str(part.get("text", ""))
 
 
 class _Rule:

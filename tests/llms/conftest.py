@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from core.crypto import reset_cache
-from llms.probe import PROMPTS
+from llms.probe import PROMPTS, SQUARES_PNG
 from testing.scripted_server import ScriptedServer
 
 SECRET_KEY_VALUE = "sk-test-secret-0123456789abcdefWXYZ"
@@ -27,10 +27,15 @@ def probe_rules(**overrides: Any) -> list[dict[str, Any]]:
         "tool_call_forced": TOOL_CALL,
         "tool_call_auto": TOOL_CALL,
         "json_mode": {"content": '{"city": "Paris", "country": "France"}'},
-        "vision": {"content": "Red."},
     }
     responses.update(overrides)
-    return [{"contains": PROMPTS[name], "response": responses[name]} for name in responses]
+    rules = [{"contains": PROMPTS[name], "response": responses[name]} for name in responses]
+    if "vision" not in overrides:  # a model that sees: the colour of each square
+        rules += [
+            {"contains": SQUARES_PNG[colour][-24:], "response": {"content": f"{colour.title()}."}}
+            for colour in SQUARES_PNG
+        ]
+    return rules
 
 
 @pytest.fixture(autouse=True)

@@ -131,11 +131,19 @@ def test_probe_stores_results_and_apply_copies_them(full_server):
 
 async def test_vision_is_checked_with_a_real_image(scripted_server):
     report = await probe(scripted_server)
-    [request] = [r for r in scripted_server.requests if PROMPTS["vision"] in json.dumps(r)]
-    parts = request["messages"][-1]["content"]
-    assert parts[1]["image_url"]["url"].startswith("data:image/png;base64,iVBORw0KGgo")
+    requests = [r for r in scripted_server.requests if PROMPTS["vision"] in json.dumps(r)]
+    assert len(requests) == 2  # a red square, then a blue one
+    for request in requests:
+        parts = request["messages"][-1]["content"]
+        assert parts[1]["image_url"]["url"].startswith("data:image/png;base64,iVBORw0KGgo")
     assert report.verified_abilities["vision"]
+    assert "Red." in report.checks["vision"].detail and "Blue." in report.checks["vision"].detail
 
     blind = await probe(scripted_server, vision={"content": "I cannot see images."})
     assert blind.verified_abilities == {**FULL, "vision": False}
-    assert "did not see the image" in blind.checks["vision"].detail
+    assert "did not see the red image" in blind.checks["vision"].detail
+
+    # One colour right by chance is not sight.
+    guesser = await probe(scripted_server, vision={"content": "Red"})
+    assert not guesser.verified_abilities["vision"]
+    assert "did not see the blue image" in guesser.checks["vision"].detail
