@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "core",
     "audit",  # the audit log (audit/): below the apps whose changes it records
     "files",  # users' own files (files/): attachments, knowledge documents
+    "knowledge",  # knowledge bases (knowledge/): documents, chunks, full-text search
     "llms",
     "tools",
     "conversations",
@@ -367,6 +368,11 @@ AGENTSITE_SHARE_ARTIFACTS_MAX_BYTES = env.int(
 # nginx lets bodies of POST /api/files through up to 21m (deploy/nginx.conf): raise both.
 AGENTSITE_FILE_MAX_BYTES = env.int("AGENTSITE_FILE_MAX_BYTES", default=20 * 1024 * 1024)
 AGENTSITE_FILE_QUOTA_BYTES = env.int("AGENTSITE_FILE_QUOTA_BYTES", default=500 * 1024 * 1024)
+# Knowledge bases (knowledge/): chunk size and overlap in characters; PostgreSQL's text
+# search configuration ("simple": no stemming, any language; "english" etc. stem).
+AGENTSITE_KNOWLEDGE_CHUNK_CHARS = env.int("AGENTSITE_KNOWLEDGE_CHUNK_CHARS", default=1200)
+AGENTSITE_KNOWLEDGE_CHUNK_OVERLAP = env.int("AGENTSITE_KNOWLEDGE_CHUNK_OVERLAP", default=200)
+AGENTSITE_KNOWLEDGE_SEARCH_CONFIG = env.str("AGENTSITE_KNOWLEDGE_SEARCH_CONFIG", default="simple")
 # Files attached to a message (conversations/attachments.py): how many to a message, the
 # text inlined for the model (longer files are read with the read_file tool), and the
 # largest image sent to a vision model.

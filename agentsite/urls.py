@@ -8,6 +8,7 @@ from conversations.accounts import oidc
 from conversations.accounts.views import SignInView, SignOutView
 from conversations.api import token_pages
 from core import health, metrics
+from knowledge import views as knowledge_views
 from tools.markdown import views as markdown_views
 
 urlpatterns = [
@@ -30,6 +31,7 @@ urlpatterns = [
     ),
     path("api/", include("conversations.api.urls")),
     path("artifacts/", include("tools.urls")),
+    path("knowledge/passages/<id:chunk_id>/", knowledge_views.passage, name="knowledge_passage"),
     path("markdown/mermaid-frame/", markdown_views.mermaid_frame, name="mermaid_frame"),
     path("settings/tokens/", token_pages.token_list, name="token_list"),
     path("settings/tokens/<id:token_id>/revoke/", token_pages.token_revoke, name="token_revoke"),

@@ -34,6 +34,11 @@ class Conversation(models.Model):
     )
     archived = models.BooleanField(default=False)
     mode = models.CharField(max_length=8, choices=AgentMode.choices, default=AgentMode.REACT)
+    # The knowledge bases its runs search (the search_knowledge tool): the owner's or
+    # shared with them (checked when attached, and again by every search).
+    knowledge = models.ManyToManyField(
+        "knowledge.KnowledgeBase", related_name="conversations", blank=True
+    )
     # Hands out per-conversation message numbers under the row's lock
     # (conversations.history.numbering).
     last_message_seq = models.PositiveIntegerField(default=0)

@@ -28,6 +28,7 @@ from engine.approval import call_binding
 from engine.events import AgentEvent, ErrorEvent
 from files import services as files_services
 from files.models import StoredFile
+from knowledge import selectors as knowledge_selectors
 from llms.selectors import default_model_for_user, model_get_for_user
 from llms.services import quota_check
 
@@ -109,6 +110,21 @@ def conversation_delete(*, conversation: Conversation) -> None:
         attached = list(StoredFile.objects.filter(messages__conversation=conversation).distinct())
         conversation.delete()
         files_services.delete_unattached(attached)
+
+
+def conversation_set_knowledge(
+    *, conversation: Conversation, user, base_ids: Sequence[int]
+) -> Conversation:
+    """Attach exactly these knowledge bases (the user's or shared with them) to the
+    conversation; an id the user may not read is refused, naming it, and nothing changes."""
+    wanted = list(dict.fromkeys(base_ids))
+    readable = {b.pk: b for b in knowledge_selectors.readable_bases(user).filter(pk__in=wanted)}
+    missing = [base_id for base_id in wanted if base_id not in readable]
+    if missing:
+        message = f"No knowledge base {missing[0]} that you may read."
+        raise ApplicationError(message, extra={"knowledge": [message]})
+    conversation.knowledge.set([readable[base_id] for base_id in wanted])
+    return conversation
 
 
 def conversation_set_model(

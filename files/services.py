@@ -21,7 +21,7 @@ from django.contrib.auth import get_user_model
 from django.core.files import File
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
-from django.db.models import ProtectedError
+from django.db.models import ProtectedError, RestrictedError
 
 from core.errors import ApplicationError
 from files import detection, extraction
@@ -140,11 +140,21 @@ def store(owner: Any, uploaded: UploadedFile) -> StoredFile:
 
 def delete(file: StoredFile) -> None:
     """Delete the file (its blob goes once the deletion is committed:
-    :func:`files.models._delete_blob`). A file attached to a message stays (409): the
-    message would lose it."""
+    :func:`files.models._delete_blob`). A file attached to a message or a document of a
+    knowledge base stays (409): they would lose it."""
     try:
         with transaction.atomic():
             file.delete()
+    except RestrictedError as exc:
+        # A knowledge base's document (RESTRICT: an account's deletion takes both). By app
+        # label: the knowledge app sits above this one.
+        if any(held._meta.app_label == "knowledge" for held in exc.restricted_objects):
+            raise ApplicationError(
+                "This file is a document of a knowledge base, so it can't be deleted: "
+                "remove it from the knowledge base instead.",
+                code="conflict",
+            ) from None
+        raise
     except ProtectedError:
         raise ApplicationError(
             "This file is attached to a message, so it can't be deleted: delete the "
@@ -155,7 +165,10 @@ def delete(file: StoredFile) -> None:
 
 def delete_unattached(files: Iterable[StoredFile]) -> int:
     """Delete those of ``files`` nothing holds any more (for whoever removes what held
-    them, such as a conversation's deletion); the others stay. How many went."""
+    them, such as a conversation's deletion); the others stay. How many went.
+
+    Held means a message's attachment or a knowledge base's document (both keep the file's
+    row): a file uploaded to a base outlives the conversations it was attached to."""
     deleted = 0
     for file in files:
         try:

@@ -16,7 +16,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 # Lowest first: a package may import the packages before it, never one after it.
-LAYERS = ("engine", "core", "audit", "files", "llms", "tools", "conversations", "agentsite")
+LAYERS = (
+    "engine",
+    "core",
+    "audit",
+    "files",
+    "llms",
+    "knowledge",
+    "tools",
+    "conversations",
+    "agentsite",
+)
 # The rooms of conversations/, lowest first (docs/architecture.md says what each holds).
 # pages sits below runs while the worker renders a run's frames (runs/publisher.py).
 CONVERSATION_ROOMS = (

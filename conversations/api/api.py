@@ -33,6 +33,7 @@ from conversations.api import (
     routes_catalog,
     routes_conversations,
     routes_files,
+    routes_knowledge,
     routes_runs,
     routes_sharing,
 )
@@ -202,6 +203,7 @@ api.add_router("", routes_runs.router)
 api.add_router("", routes_sharing.router)
 api.add_router("", routes_catalog.router)
 api.add_router("", routes_files.router)
+api.add_router("", routes_knowledge.router)
 
 
 @api.get(

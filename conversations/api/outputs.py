@@ -115,6 +115,9 @@ def conversation_detail_out(
     else:
         messages = selectors.branch_messages(conversation=conversation, tree=tree)
         runs = list(conversation.runs.filter(pk__in=path).order_by("created_at", "id"))
+    out["knowledge"] = [
+        {"id": base.pk, "name": base.name} for base in conversation.knowledge.order_by("name")
+    ]
     prefetch_related_objects(messages, "attachments__file")
     out["messages"] = [message_out(m) for m in messages]
     out["runs"] = [

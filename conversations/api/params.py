@@ -24,9 +24,11 @@ __all__ = [
     "Branch",
     "CallId",
     "ConversationId",
+    "DocumentId",
     "ExportFormat",
     "FileId",
     "Follow",
+    "KnowledgeBaseId",
     "LastEventId",
     "MessageId",
     "RunId",
@@ -50,6 +52,7 @@ RunId = _id("run")
 MessageId = _id("message")
 ShareId = _id("shared link")
 FileId = _id("file")
+KnowledgeBaseId, DocumentId = _id("knowledge base"), _id("document")
 CallId = Annotated[str, Path(description="The `call_id` of the run's `approval` event.")]
 
 

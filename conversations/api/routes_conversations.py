@@ -103,7 +103,7 @@ def conversation_get(
     "/conversations/{id:conversation_id}",
     response={200: ConversationDetail, **errors(400, 404, 413)},
     operation_id="updateConversation",
-    summary="Rename, switch model or mode, archive or restore",
+    summary="Rename, switch model or mode, attach knowledge bases, archive or restore",
 )
 def conversation_update(
     request: HttpRequest,
@@ -125,6 +125,10 @@ def conversation_update(
             services.conversation_archive(conversation=conversation, archived=payload.archived)
         if "mode" in given:
             services.conversation_set_mode(conversation=conversation, mode=payload.mode)
+        if "knowledge" in given:
+            services.conversation_set_knowledge(
+                conversation=conversation, user=request.user, base_ids=payload.knowledge or []
+            )
     return conversation_detail_out(conversation, all_branches=branch == "all")
 
 

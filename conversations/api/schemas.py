@@ -92,6 +92,11 @@ class ConversationChange(Forbid):
     model: ModelId = None  # type: ignore[assignment]
     archived: StrictBool = None  # type: ignore[assignment]
     mode: Mode = Field(None, description=MODE_DOC)  # type: ignore[assignment]
+    knowledge: list[StrictInt] = Field(  # type: ignore[assignment]
+        None,
+        description="Ids of the knowledge bases the agent searches in this conversation "
+        "(yours or shared with you); [] detaches them all.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -99,8 +104,8 @@ class ConversationChange(Forbid):
         if data == {}:
             raise PydanticCustomError(
                 "nothing_to_change",
-                "Send at least one of: title, model, mode, archived.",
-                {"headline": "Nothing to change: send title, model, mode or archived."},
+                "Send at least one of: title, model, mode, archived, knowledge.",
+                {"headline": "Nothing to change: send title, model, mode, archived or knowledge."},
             )
         return data
 
@@ -250,7 +255,15 @@ class BranchRun(RunOut):
     answer_versions: Versions
 
 
+class KnowledgeRef(Schema):
+    id: int
+    name: str
+
+
 class ConversationDetail(Conversation):
+    knowledge: list[KnowledgeRef] = Field(
+        description="The knowledge bases the agent searches in this conversation."
+    )
     messages: list[MessageOut] = Field(
         description="The selected branch's messages (every message with `?branch=all`)."
     )
@@ -410,3 +423,58 @@ class FileDetail(FileUploaded):
     pages: int = Field(description="A PDF's pages (0 for other kinds).")
     text_chars: int = Field(description="Characters of text extracted (0 for images).")
     created_at: datetime
+
+
+# -------------------------------------------------------------------------- knowledge
+
+
+class KnowledgeBaseCreate(Forbid):
+    name: str = Field(max_length=200)
+    description: str = Field("", max_length=10_000)
+
+
+class KnowledgeBaseOut(Schema):
+    """A knowledge base you can read: yours, or shared with you (``read_only``)."""
+
+    id: int
+    name: str
+    description: str
+    owner: str = Field(description="The owner's username.")
+    read_only: bool = Field(description="Shared with you: you can search it, not change it.")
+    shared: bool = Field(description="Shared with groups or with everyone (by an admin).")
+    document_count: int
+    created_at: datetime
+
+
+class KnowledgeDocumentFromUrl(Forbid):
+    url: str = Field(max_length=2000, description="An http(s) page or file to fetch.")
+
+
+class KnowledgeDocumentAdded(Schema):
+    id: int
+    name: str
+    status: Literal["queued", "indexing", "ready", "failed"]
+
+
+class KnowledgeDocumentOut(KnowledgeDocumentAdded):
+    error: str = Field(description="Why indexing failed ('' unless failed).")
+    source_url: str = Field(description="The URL it was fetched from ('' for an upload).")
+    file_id: int
+    chunk_count: int
+    created_at: datetime
+    indexed_at: datetime | None
+
+
+class KnowledgeHit(Schema):
+    chunk_id: int
+    document_id: int
+    document_name: str
+    page: int | None = Field(description="1-based page of a PDF; null for other documents.")
+    heading: str = Field(description="The headings the passage sits under, 'A › B'.")
+    text: str
+    score: float = Field(description="Higher is better; comparable within one search only.")
+
+
+class KnowledgeSearchResults(Schema):
+    query: str
+    results: list[KnowledgeHit]

@@ -23,6 +23,7 @@ from conversations.pages.items import (
     partial,
 )
 from conversations.pages.plan_view import PlanTracker
+from tools.builtin.search_knowledge import citations
 from tools.markdown.render import render_markdown
 
 _CONTENT_SLOT = "\x00content\x00"  # survives HTML escaping unchanged
@@ -416,6 +417,20 @@ class RunView:
     @property
     def answer_html(self) -> str:
         return render_markdown(self.answer_text)
+
+    @property
+    def sources(self) -> list[dict[str, Any]]:
+        """The knowledge passages the answer may cite, by number (from the run's
+        search_knowledge cards: they are in the log, so they survive a reload)."""
+        if not self.finished:
+            return []
+        found: dict[int, dict[str, Any]] = {}
+        for item in self.items:
+            card = item.card
+            if card is not None and card.tool_name == "search_knowledge" and card.done:
+                for citation in citations(card.observation):
+                    found.setdefault(citation["number"], citation)
+        return [found[number] for number in sorted(found)]
 
     @property
     def footer(self) -> dict[str, Any] | None:

@@ -50,9 +50,12 @@ from engine import (
 from engine.events import AgentEvent, Compact, Done, ErrorEvent, Inject, IterationStart
 from engine.llm.base import plain_message
 from files.models import StoredFile
+from knowledge import retrieval as knowledge_retrieval
+from knowledge import selectors as knowledge_selectors
 from llms.selectors import default_model_for_user, model_get_for_user
 from llms.services import build_llm
 from tools.builtin.read_file import read_file_tool
+from tools.builtin.search_knowledge import search_knowledge_tool
 from tools.markdown.render import render_markdown
 from tools.registry import ToolContext
 from tools.services import tool_rows_for_user, tools_for_user
@@ -284,6 +287,7 @@ class RunExecution:
             if attached is not None and attached.images:
                 setup.images = _images_for(setup.model, attached.images)
             _offer_read_file(setup.registry, run)
+            _offer_search_knowledge(setup.registry, run)
             # A trace goes on as the ReAct loop that wrote it; images go to a ReAct loop
             # (plan mode's planner and steps read text).
             setup.models = (
@@ -718,6 +722,26 @@ def _offer_read_file(registry: Any, run: Run) -> None:
                 file_ids,
             )
         )
+
+
+def _offer_search_knowledge(registry: Any, run: Run) -> None:
+    """The search_knowledge tool, over the conversation's knowledge bases that its owner
+    may still read (a base unshared since it was attached is left out)."""
+    owner = run.conversation.owner
+    bases = list(
+        knowledge_selectors.readable_bases(owner)
+        .filter(conversations=run.conversation_id)
+        .order_by("name")
+    )
+    if not bases or "search_knowledge" in registry:
+        return
+    base_ids = [base.pk for base in bases]
+    registry.register(
+        search_knowledge_tool(
+            lambda query, k: knowledge_retrieval.search(owner, base_ids, query, k),
+            [base.name for base in bases],
+        )
+    )
 
 
 def _build_agent_parts(run: Run) -> tuple[Any, Any, Any]:

@@ -22,6 +22,7 @@ from conversations import selectors
 from conversations.models import Conversation, Message, Run, RunEvent
 from conversations.pages.rendering import ToolCard, build_run_view
 from core.errors import ApplicationError
+from tools.builtin.search_knowledge import citations
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -253,6 +254,18 @@ _ENDINGS = {
 }
 
 
+def _sources(cards) -> str:
+    """The knowledge passages the answer may cite, as its page lists them."""
+    found: dict[int, str] = {}
+    for card in cards:
+        if card.tool_name == "search_knowledge" and card.done:
+            for citation in citations(card.observation):
+                found.setdefault(citation["number"], citation["where"])
+    if not found:
+        return ""
+    return "\n\n**Sources**\n\n" + "\n".join(f"[{n}] {found[n]}  " for n in sorted(found))
+
+
 def export_markdown(*, conversation: Conversation) -> str:
     """The selected branch as a readable document: questions, tool calls, answers (their
     markdown source, as the copy button copies them)."""
@@ -285,7 +298,7 @@ def export_markdown(*, conversation: Conversation) -> str:
             finish(previous)
         if message.role == Message.Role.ASSISTANT:
             add_cards(carrier)
-            blocks.append(f"## Assistant\n\n{message.content}")
+            blocks.append(f"## Assistant\n\n{message.content}{_sources(cards.get(carrier, ()))}")
         else:
             attached = "".join(
                 f"\n\n*Attached: {f['name']} ({filesizeformat(f['size'])})*"

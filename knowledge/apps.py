@@ -1,0 +1,18 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class KnowledgeConfig(AppConfig):
+    """Knowledge bases: users' collections of documents, chunked and searchable."""
+
+    name = "knowledge"
+    verbose_name = "Knowledge bases"
+
+    def ready(self) -> None:
+        from django.db.models.signals import post_migrate
+
+        # Models load once the registry is ready (the app's ready()).
+        from knowledge import fulltext
+
+        post_migrate.connect(fulltext.ensure_after_migrate, sender=self)

@@ -1,0 +1,139 @@
+"""Indexing a document in the background: its file's text cut into chunks
+(:mod:`knowledge.chunking`) and written where full-text search finds them
+(:mod:`knowledge.fulltext`), its status going ``queued`` → ``indexing`` → ``ready``, or
+``failed`` with the reason its owner sees.
+
+Where it runs mirrors :func:`conversations.runs.launcher.launch`: a Celery task queued by
+name in team mode (:mod:`knowledge.tasks`), the process runtime's loop in embedded mode
+(the sync work in a worker thread, so the loop keeps streaming runs). A process with
+neither (a management command) fails the document at once, saying so, rather than
+leaving it queued forever.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from asgiref.sync import sync_to_async
+from celery import current_app
+from django.conf import settings
+from django.contrib.postgres.search import SearchVector
+from django.db import close_old_connections, connection, transaction
+from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerError
+from redis.exceptions import RedisError
+
+from core import runtime
+from core.errors import ApplicationError
+from knowledge import chunking
+from knowledge.models import Chunk, Document
+
+__all__ = ["INDEX_DOCUMENT_TASK", "index_document", "schedule"]
+
+logger = logging.getLogger(__name__)
+
+# The Celery task (knowledge/tasks.py), queued by name as the run launcher does.
+INDEX_DOCUMENT_TASK = "knowledge.index_document"
+
+NO_RUNTIME = (
+    "This document could not be indexed: the process that added it runs no background "
+    "work (add it through the web server or the API)."
+)
+QUEUE_UNREACHABLE = "This document could not be indexed: the task queue is not answering."
+NO_TEXT = (
+    "No text could be read from this document (a scanned PDF holds images of text, which "
+    "are not read)."
+)
+UNEXPECTED = "Indexing failed unexpectedly; try again, or ask an administrator to look at the log."
+
+Status = Document.Status
+
+
+def _fail(document_id: int, reason: str) -> None:
+    Document.objects.filter(pk=document_id).update(status=Status.FAILED, error=reason)
+
+
+def schedule(document_id: int) -> bool:
+    """Index the document in the background (called once its row is committed). False,
+    the document failed with the reason, when nothing can run it."""
+    if settings.AGENTSITE_EXECUTION == "celery":
+        try:
+            current_app.send_task(INDEX_DOCUMENT_TASK, args=(document_id,))
+        except (BrokerError, RedisError) as exc:
+            logger.warning("document %s not queued: %r", document_id, exc)
+            _fail(document_id, QUEUE_UNREACHABLE)
+            return False
+        return True
+    loop = runtime.primary_or_none()
+    if loop is None:
+        logger.warning("document %s not indexed: this process has no runtime", document_id)
+        _fail(document_id, NO_RUNTIME)
+        return False
+    loop.submit(index_in_thread(document_id))
+    return True
+
+
+async def index_in_thread(document_id: int) -> str:
+    """On the runtime's loop: the sync indexing in a worker thread."""
+    return await sync_to_async(_index_and_release, thread_sensitive=False)(document_id)
+
+
+def _index_and_release(document_id: int) -> str:
+    try:
+        return index_document(document_id)
+    finally:
+        close_old_connections()  # a pool thread: don't keep a connection past its age
+
+
+def index_document(document_id: int) -> str:
+    """Index a queued document; its new status. A document not queued any more (deleted,
+    or claimed by another worker) is left alone."""
+    claimed = Document.objects.filter(pk=document_id, status=Status.QUEUED).update(
+        status=Status.INDEXING, error=""
+    )
+    if not claimed:
+        return "skipped"
+    try:
+        document = Document.objects.select_related("file").get(pk=document_id)
+        pieces = chunking.split(
+            document.file.text,
+            pages=document.file.pages or (),
+            size=settings.AGENTSITE_KNOWLEDGE_CHUNK_CHARS,
+            overlap=settings.AGENTSITE_KNOWLEDGE_CHUNK_OVERLAP,
+        )
+        if not pieces:
+            raise ApplicationError(NO_TEXT)
+        with transaction.atomic():
+            document.chunks.all().delete()
+            Chunk.objects.bulk_create(
+                Chunk(
+                    document=document,
+                    position=n,
+                    page=piece.page,
+                    heading=piece.heading,
+                    text=piece.text,
+                )
+                for n, piece in enumerate(pieces)
+            )
+            if connection.vendor == "postgresql":
+                vector = SearchVector(
+                    "heading", "text", config=settings.AGENTSITE_KNOWLEDGE_SEARCH_CONFIG
+                )
+                document.chunks.update(search=vector)
+            updated = Document.objects.filter(pk=document_id, status=Status.INDEXING).update(
+                status=Status.READY, chunk_count=len(pieces), indexed_at=timezone.now()
+            )
+            if not updated:  # deleted meanwhile: its chunks go with it
+                transaction.set_rollback(True)
+                return "skipped"
+    except Document.DoesNotExist:
+        return "skipped"
+    except ApplicationError as exc:
+        _fail(document_id, exc.message)
+        return Status.FAILED
+    except Exception:
+        logger.exception("indexing document %s failed", document_id)
+        _fail(document_id, UNEXPECTED)
+        return Status.FAILED
+    logger.info("document %s indexed: %d chunks", document_id, len(pieces))
+    return Status.READY

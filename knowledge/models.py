@@ -1,0 +1,93 @@
+"""Knowledge bases, their documents and the documents' chunks. Writes go through
+:mod:`knowledge.services`, reads through :mod:`knowledge.selectors`; the full-text index
+over chunks is :mod:`knowledge.fulltext`'s."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.contrib.postgres.search import SearchVectorField
+from django.db import models
+
+
+class KnowledgeBase(models.Model):
+    """A named collection of one user's documents. Its owner alone changes it; members of
+    ``shared_groups`` (or everyone, which only an admin sets) read and search it."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="knowledge_bases"
+    )
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    shared_groups = models.ManyToManyField(
+        Group,
+        blank=True,
+        related_name="knowledge_bases",
+        help_text="Members of these groups may read and search this base (never change it).",
+    )
+    shared_with_everyone = models.BooleanField(
+        default=False, help_text="Every signed-in user may read and search this base."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        indexes = [models.Index(fields=["owner", "name"], name="kb_owner_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Document(models.Model):
+    """One document of a base: an uploaded file or a fetched page, kept as the owner's
+    :class:`~files.models.StoredFile` (whose extracted text is what gets indexed)."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        INDEXING = "indexing", "Indexing"
+        READY = "ready", "Ready"
+        FAILED = "failed", "Failed"
+
+    base = models.ForeignKey(KnowledgeBase, on_delete=models.CASCADE, related_name="documents")
+    # RESTRICT: a base's file outlives the conversations it is also attached to
+    # (files.services.delete_unattached skips it), while the owner's account's deletion
+    # takes both; the document's deletion removes it (knowledge.services).
+    file = models.ForeignKey(
+        "files.StoredFile", on_delete=models.RESTRICT, related_name="knowledge_documents"
+    )
+    name = models.CharField(max_length=255)
+    source_url = models.URLField(max_length=2000, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    error = models.TextField(blank=True)  # why it failed, for its owner
+    chunk_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    indexed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Chunk(models.Model):
+    """A passage of a document: its text, the heading it sits under and its page (PDF).
+
+    On SQLite an FTS5 table mirrors ``heading`` and ``text`` (triggers keep it in step); on
+    PostgreSQL ``search`` holds their ``tsvector`` (GIN-indexed), written when indexed."""
+
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
+    position = models.PositiveIntegerField()
+    page = models.PositiveIntegerField(null=True, blank=True)  # 1-based; None: no pages
+    heading = models.CharField(max_length=500, blank=True)
+    text = models.TextField()
+    search = SearchVectorField(null=True, editable=False)  # PostgreSQL only
+
+    class Meta:
+        ordering = ["document", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["document", "position"], name="kb_chunk_position")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.document} #{self.position}"
