@@ -86,6 +86,21 @@ def other_user(django_user_model):
 
 
 @pytest.fixture
+def token(db, user) -> str:
+    """A personal API token of ``user`` (its plaintext)."""
+    from conversations.http.tokens import token_create
+
+    return token_create(user=user, name="test")[1]
+
+
+@pytest.fixture
+def other_token(db, other_user) -> str:
+    from conversations.http.tokens import token_create
+
+    return token_create(user=other_user, name="bob's")[1]
+
+
+@pytest.fixture
 def staff_user(django_user_model):
     return django_user_model.objects.create_superuser(username="root", password="pw-root-123")
 

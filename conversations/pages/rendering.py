@@ -10,6 +10,7 @@ produce the same DOM.
 from __future__ import annotations
 
 from collections import defaultdict, deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -424,13 +425,7 @@ class RunView:
         search_knowledge cards: they are in the log, so they survive a reload)."""
         if not self.finished:
             return []
-        found: dict[int, dict[str, Any]] = {}
-        for item in self.items:
-            card = item.card
-            if card is not None and card.tool_name == "search_knowledge" and card.done:
-                for citation in citations(card.observation):
-                    found.setdefault(citation["number"], citation)
-        return [found[number] for number in sorted(found)]
+        return sources_of(item.card for item in self.items if item.card is not None)
 
     @property
     def footer(self) -> dict[str, Any] | None:
@@ -442,6 +437,17 @@ class RunView:
             "tokens": usage.get("total_tokens", 0),
             "elapsed": self.done.get("elapsed", 0.0),
         }
+
+
+def sources_of(cards: Iterable[ToolCard]) -> list[dict[str, Any]]:
+    """The numbered knowledge passages of a run's finished search_knowledge cards, each
+    once, in number order: ``[{number, chunk_id, where}]``."""
+    found: dict[int, dict[str, Any]] = {}
+    for card in cards:
+        if card.tool_name == "search_knowledge" and card.done:
+            for citation in citations(card.observation):
+                found.setdefault(citation["number"], citation)
+    return [found[number] for number in sorted(found)]
 
 
 def build_run_view(

@@ -20,9 +20,8 @@ from django.utils.text import slugify
 from audit.services import Client, record
 from conversations import selectors
 from conversations.models import Conversation, Message, Run, RunEvent
-from conversations.pages.rendering import ToolCard, build_run_view
+from conversations.pages.rendering import ToolCard, build_run_view, sources_of
 from core.errors import ApplicationError
-from tools.builtin.search_knowledge import citations
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -256,14 +255,11 @@ _ENDINGS = {
 
 def _sources(cards) -> str:
     """The knowledge passages the answer may cite, as its page lists them."""
-    found: dict[int, str] = {}
-    for card in cards:
-        if card.tool_name == "search_knowledge" and card.done:
-            for citation in citations(card.observation):
-                found.setdefault(citation["number"], citation["where"])
+    found = sources_of(cards)
     if not found:
         return ""
-    return "\n\n**Sources**\n\n" + "\n".join(f"[{n}] {found[n]}  " for n in sorted(found))
+    lines = "\n".join(f"[{source['number']}] {source['where']}  " for source in found)
+    return f"\n\n**Sources**\n\n{lines}"
 
 
 def export_markdown(*, conversation: Conversation) -> str:

@@ -24,17 +24,3 @@ def upload_dir(tmp_path) -> Path:
 def blobs(media: Path) -> list[Path]:
     """Every file under the media root."""
     return sorted(path for path in media.rglob("*") if path.is_file())
-
-
-@pytest.fixture
-def token(db, user) -> str:
-    from conversations.http.tokens import token_create
-
-    return token_create(user=user, name="test")[1]
-
-
-@pytest.fixture
-def other_token(db, other_user) -> str:
-    from conversations.http.tokens import token_create
-
-    return token_create(user=other_user, name="bob's")[1]

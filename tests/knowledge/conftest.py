@@ -27,17 +27,3 @@ def add_indexed(base: KnowledgeBase, name: str, data: bytes | str) -> Document:
     assert indexing.index_document(document.pk) == "ready", document.error
     document.refresh_from_db()
     return document
-
-
-@pytest.fixture
-def token(db, user) -> str:
-    from conversations.http.tokens import token_create
-
-    return token_create(user=user, name="test")[1]
-
-
-@pytest.fixture
-def other_token(db, other_user) -> str:
-    from conversations.http.tokens import token_create
-
-    return token_create(user=other_user, name="bob's")[1]

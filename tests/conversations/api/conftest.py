@@ -11,20 +11,6 @@ from urllib.parse import urlsplit
 import pytest
 
 
-@pytest.fixture
-def token(db, user) -> str:
-    from conversations.http.tokens import token_create
-
-    return token_create(user=user, name="test")[1]
-
-
-@pytest.fixture
-def other_token(db, other_user) -> str:
-    from conversations.http.tokens import token_create
-
-    return token_create(user=other_user, name="bob's")[1]
-
-
 class JsonClient:
     """Django's test client speaking JSON with a bearer token (or none)."""
 
