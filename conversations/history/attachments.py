@@ -17,6 +17,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.db.models import (
+    Case,
+    F,
+    Prefetch,
+    TextField,
+    Value,
+    When,
+    prefetch_related_objects,
+)
 from django.db.models.functions import Length
 
 from files.models import StoredFile
@@ -25,6 +34,7 @@ __all__ = [
     "AttachedText",
     "conversation_file",
     "image_parts",
+    "load_files",
     "message_files",
     "readable_file_ids",
     "with_files",
@@ -41,13 +51,27 @@ class AttachedText:
     images: list[StoredFile] = field(default_factory=list)
 
 
+def load_files(messages: Iterable[Any]) -> None:
+    """Prefetch the messages' files as the model reads them: the text only of those that
+    go inline, the length of the others (a long file's text is never read per run)."""
+    limit = settings.AGENTSITE_FILE_INLINE_CHARS
+    files = StoredFile.objects.defer("text").annotate(
+        characters=Length("text"),
+        inline_text=Case(
+            When(characters__lte=limit, then=F("text")), default=Value(""), output_field=TextField()
+        ),
+    )
+    prefetch_related_objects(list(messages), Prefetch("attachments__file", queryset=files))
+
+
 def message_files(message: Any) -> list[StoredFile]:
-    """A message's files in the order attached (prefetched ``attachments__file`` or not)."""
+    """A message's files in the order attached (loaded by :func:`load_files`)."""
     return [attachment.file for attachment in message.attachments.all()]
 
 
 def with_files(content: str, files: Sequence[StoredFile]) -> AttachedText:
-    """``content`` followed by its files: inline, named for ``read_file``, or images."""
+    """``content`` followed by its files (loaded by :func:`load_files`): inline, named
+    for ``read_file``, or images."""
     limit = settings.AGENTSITE_FILE_INLINE_CHARS
     blocks: list[str] = []
     attached = AttachedText(text=content)
@@ -55,17 +79,17 @@ def with_files(content: str, files: Sequence[StoredFile]) -> AttachedText:
         if stored.kind == StoredFile.Kind.IMAGE:
             attached.images.append(stored)
             blocks.append(f'<image name="{_quoted(stored.name)}" file_id="{stored.pk}"/>')
-        elif len(stored.text) <= limit:
+        elif stored.characters <= limit:
             blocks.append(
                 f'<file name="{_quoted(stored.name)}" file_id="{stored.pk}">\n'
-                f"{stored.text}\n</file>"
+                f"{stored.inline_text}\n</file>"
             )
         else:
             attached.readable.append(stored)
             pages = f' pages="{len(stored.pages)}"' if stored.pages else ""
             blocks.append(
                 f'<file name="{_quoted(stored.name)}" file_id="{stored.pk}" '
-                f'characters="{len(stored.text)}"{pages}>Too long to show here: read it '
+                f'characters="{stored.characters}"{pages}>Too long to show here: read it '
                 f"with the read_file tool (file_id {stored.pk}, offset, limit).</file>"
             )
     if blocks:

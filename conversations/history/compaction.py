@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from conversations.history.attachments import message_files, with_files
+from conversations.history.attachments import load_files, message_files, with_files
 from conversations.history.tree import RunTree, path_filter
 from conversations.models import CompactionSummary, Message, Run
 from engine import ChatMessage, ContextGuard, estimate_messages_tokens, model_budget
@@ -64,11 +64,12 @@ def history_load(*, run: Run) -> StoredHistory:
     )
     if trigger_seq is not None:
         qs = qs.filter(seq__lt=trigger_seq)
-    rows = qs.only("seq", "role", "content", "pinned", "run_id").prefetch_related(
-        "attachments__file"
+    rows = path_filter(
+        tree, tree.path_to(run.pk), qs.only("seq", "role", "content", "pinned", "run_id")
     )
+    load_files(rows)
     seqs, messages = [], []
-    for m in path_filter(tree, tree.path_to(run.pk), rows):
+    for m in rows:
         if m.role in (Message.Role.USER, Message.Role.ASSISTANT) and m.content:
             # Earlier images are named only: the question's own go as image parts.
             content = with_files(m.content, message_files(m)).text

@@ -21,6 +21,7 @@ from conversations.history import compaction, traces
 from conversations.history.attachments import (
     conversation_file,
     image_parts,
+    load_files,
     message_files,
     readable_file_ids,
     with_files,
@@ -261,7 +262,10 @@ class RunExecution:
         handed = traces.handed_over_point(run)
         own = handed.trace if handed is not None else []
         resuming = handed if own else traces.resume_point(run)
-        attached = with_files(trigger.content, message_files(trigger)) if trigger else None
+        attached = None
+        if trigger is not None:
+            load_files([trigger])
+            attached = with_files(trigger.content, message_files(trigger))
         setup = RunSetup(
             run=run,
             query=attached.text if attached else "",
