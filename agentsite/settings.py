@@ -373,6 +373,10 @@ AGENTSITE_FILE_QUOTA_BYTES = env.int("AGENTSITE_FILE_QUOTA_BYTES", default=500 *
 AGENTSITE_KNOWLEDGE_CHUNK_CHARS = env.int("AGENTSITE_KNOWLEDGE_CHUNK_CHARS", default=1200)
 AGENTSITE_KNOWLEDGE_CHUNK_OVERLAP = env.int("AGENTSITE_KNOWLEDGE_CHUNK_OVERLAP", default=200)
 AGENTSITE_KNOWLEDGE_SEARCH_CONFIG = env.str("AGENTSITE_KNOWLEDGE_SEARCH_CONFIG", default="simple")
+# Team mode: a document queued this long (its task lost), or indexing this long without its
+# worker's heartbeat, is sent again by the servers' sweep (knowledge/recovery.py); longer
+# than the queue ever keeps a document waiting.
+AGENTSITE_KNOWLEDGE_STALE_SECONDS = env.float("AGENTSITE_KNOWLEDGE_STALE_SECONDS", default=300.0)
 # Files attached to a message (conversations/attachments.py): how many to a message, the
 # text inlined for the model (longer files are read with the read_file tool), and the
 # largest image sent to a vision model.

@@ -89,7 +89,7 @@ def index_document(document_id: int) -> str:
     """Index a queued document; its new status. A document not queued any more (deleted,
     or claimed by another worker) is left alone."""
     claimed = Document.objects.filter(pk=document_id, status=Status.QUEUED).update(
-        status=Status.INDEXING, error=""
+        status=Status.INDEXING, error="", claimed_at=timezone.now()
     )
     if not claimed:
         return "skipped"

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.contrib.auth.models import Group
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
+from django.utils import timezone
 
 
 class KnowledgeBase(models.Model):
@@ -65,9 +66,17 @@ class Document(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+    # Whether its background indexing still has an owner (knowledge.recovery): when it was
+    # last queued; when a process claimed it, kept fresh by a worker's heartbeat while it
+    # indexes; how many times it was found without an owner and queued again.
+    queued_at = models.DateTimeField(default=timezone.now, editable=False)
+    claimed_at = models.DateTimeField(null=True, blank=True, editable=False)
+    attempts = models.PositiveSmallIntegerField(default=0, editable=False)
 
     def __str__(self) -> str:
         return self.name
+        # The sweep's look for unfinished documents (knowledge.recovery), every few seconds.
+        indexes = [models.Index(fields=["status"], name="kb_document_status")]
 
 
 class Chunk(models.Model):

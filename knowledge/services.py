@@ -12,6 +12,8 @@ from typing import Any
 
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
 
 from core.errors import ApplicationError
 from files import services as file_services
@@ -58,7 +60,9 @@ def document_add(base: KnowledgeBase, uploaded: UploadedFile, *, source_url: str
 
 def document_reindex(document: Document) -> None:
     """Queue the document again (after a failure, or a change of the chunking settings)."""
-    Document.objects.filter(pk=document.pk).update(status=Document.Status.QUEUED, error="")
+    Document.objects.filter(pk=document.pk).update(
+        status=Document.Status.QUEUED, error="", queued_at=timezone.now(), attempts=0
+    )
     transaction.on_commit(lambda: indexing.schedule(document.pk))
 
 

@@ -23,6 +23,7 @@ from conversations.runs.db import DATABASE_OUTAGES, db
 from conversations.runs.execution import execute_run
 from core import runtime
 from core.episodes import OutageLog
+from knowledge import recovery
 
 logger = logging.getLogger(__name__)
 
@@ -119,8 +120,10 @@ async def _sweep_periodically() -> None:
     counts as an outage (a full disk answers reads and refuses writes).
 
     In embedded mode, runs from before this process started have no owner whatever the
-    database did: they are reported at the first look."""
+    database did: they are reported at the first look. Knowledge documents whose indexing
+    lost its owner are queued again the same way (:mod:`knowledge.recovery`)."""
     sweep, check = db(lifecycle.run_sweep_stale), db(lifecycle.database_check)
+    documents = db(recovery.documents_recover)
     reachable_since: float | None = None
     embedded = settings.AGENTSITE_EXECUTION == "embedded"
     while True:
@@ -132,6 +135,10 @@ async def _sweep_periodically() -> None:
                 await sweep()
             elif embedded:
                 await sweep(before=lifecycle.PROCESS_STARTED)
+            if embedded:
+                await documents(before=lifecycle.PROCESS_STARTED)
+            elif now - reachable_since >= recovery.stale_period().total_seconds():
+                await documents()
         except DATABASE_OUTAGES:  # logged once per outage by the database threads
             reachable_since = None
         except Exception:  # keep sweeping
