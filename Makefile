@@ -1,6 +1,12 @@
 # agentsite: the two commands are `make run` and `make test` (see README.md).
 SHELL := /bin/bash
-PYTHON ?= python3
+# A Python whose sqlite3 loads extensions (knowledge bases' vector search loads sqlite-vec):
+# Debian's python3.11 can; a pyenv build made without --enable-loadable-sqlite-extensions
+# cannot (then vectors stay off and full-text search still works).
+PYTHON ?= $(shell for p in python3.11 /usr/bin/python3.11 python3; do \
+  command -v $$p >/dev/null 2>&1 && $$p -c 'import sqlite3, sys; \
+  sys.exit(not hasattr(sqlite3.connect(":memory:"), "enable_load_extension"))' 2>/dev/null \
+  && { echo $$p; exit; }; done; echo python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip

@@ -6,16 +6,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from audit.adminmixin import AuditedAdminMixin
+from knowledge import services
 from knowledge.models import Document, KnowledgeBase
 
 
 class DocumentInline(admin.TabularInline):
     model = Document
-    fields = ["name", "status", "error", "chunk_count", "created_at", "indexed_at"]
+    fields = [
+        "name",
+        "status",
+        "error",
+        "chunk_count",
+        "embedded_with",
+        "created_at",
+        "indexed_at",
+    ]
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -35,6 +45,12 @@ class KnowledgeBaseAdmin(AuditedAdminMixin, admin.ModelAdmin):
     readonly_fields = ["owner"]
     filter_horizontal = ["shared_groups"]
     inlines = [DocumentInline]
+    actions = ["reindex_documents"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # bases are made by their owners (the API)
+
+    @admin.action(description="Re-index their documents (after changing the embedding model)")
+    def reindex_documents(self, request: HttpRequest, queryset: QuerySet[KnowledgeBase]) -> None:
+        count = services.documents_reindex(Document.objects.filter(base__in=queryset))
+        self.message_user(request, f"{count} documents queued for indexing.", messages.SUCCESS)

@@ -10,9 +10,11 @@ class KnowledgeConfig(AppConfig):
     verbose_name = "Knowledge bases"
 
     def ready(self) -> None:
+        from django.db.backends.signals import connection_created
         from django.db.models.signals import post_migrate
 
         # Models load once the registry is ready (the app's ready()).
-        from knowledge import fulltext
+        from knowledge import fulltext, vectors
 
         post_migrate.connect(fulltext.ensure_after_migrate, sender=self)
+        connection_created.connect(vectors.load_sqlite_extension)

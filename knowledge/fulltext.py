@@ -7,7 +7,8 @@ without spaces between words (Chinese, Japanese) is found by any 3 characters of
 shorter terms are matched by ``LIKE`` (:mod:`knowledge.retrieval`).
 
 PostgreSQL: ``knowledge_chunk.search`` (a ``tsvector`` written by indexing, in
-``AGENTSITE_KNOWLEDGE_SEARCH_CONFIG``) with a GIN index.
+``AGENTSITE_KNOWLEDGE_SEARCH_CONFIG``, Chinese and Japanese as two-character pieces:
+:mod:`knowledge.cjk`) with a GIN index.
 
 Created by the migration, and again after any ``migrate`` if missing (``IF NOT EXISTS``):
 a database built without migrations (the tests') has the tables but not these.
@@ -15,10 +16,17 @@ a database built without migrations (the tests') has the tables but not these.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from django.conf import settings
+from django.contrib.postgres.search import SearchVector
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Value
+
+from knowledge import cjk
+from knowledge.models import Chunk
 
 FTS_TABLE = "knowledge_chunk_fts"
 
@@ -67,3 +75,19 @@ def ensure_after_migrate(using: str = "default", **kwargs: Any) -> None:
     connection = connections[using]
     if "knowledge_chunk" in connection.introspection.table_names():
         create(connection)
+
+
+def write_postgres(chunks: Sequence[Chunk]) -> None:
+    """Write the chunks' ``tsvector``: one UPDATE for those without Chinese or Japanese,
+    and one per chunk with some, whose runs are stored as two-character pieces."""
+    config = settings.AGENTSITE_KNOWLEDGE_SEARCH_CONFIG
+    segmented = [chunk for chunk in chunks if cjk.has_unspaced(chunk.heading + chunk.text)]
+    plain = {chunk.pk for chunk in chunks} - {chunk.pk for chunk in segmented}
+    if plain:
+        vector = SearchVector("heading", "text", config=config)
+        Chunk.objects.filter(pk__in=plain).update(search=vector)
+    for chunk in segmented:
+        vector = SearchVector(
+            Value(cjk.segment(chunk.heading)), Value(cjk.segment(chunk.text)), config=config
+        )
+        Chunk.objects.filter(pk=chunk.pk).update(search=vector)

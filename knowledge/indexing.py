@@ -13,11 +13,11 @@ leaving it queued forever.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
 from celery import current_app
 from django.conf import settings
-from django.contrib.postgres.search import SearchVector
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
@@ -25,8 +25,9 @@ from redis.exceptions import RedisError
 
 from core import runtime
 from core.errors import ApplicationError
-from knowledge import chunking
+from knowledge import chunking, fulltext, vectors
 from knowledge.models import Chunk, Document
+from llms.embeddings import EmbeddingError, active_embedder
 
 __all__ = ["INDEX_DOCUMENT_TASK", "index_document", "schedule"]
 
@@ -44,6 +45,7 @@ NO_TEXT = (
     "No text could be read from this document (a scanned PDF holds images of text, which "
     "are not read)."
 )
+FULL_TEXT_ONLY = "Found by full-text search only, without vectors"
 UNEXPECTED = "Indexing failed unexpectedly; try again, or ask an administrator to look at the log."
 
 Status = Document.Status
@@ -85,6 +87,33 @@ def _index_and_release(document_id: int) -> str:
         close_old_connections()  # a pool thread: don't keep a connection past its age
 
 
+@dataclass(frozen=True)
+class Embedded:
+    vectors: list[list[float]] | None = None
+    signature: str = ""  # of the model that made ``vectors``
+    problem: str = ""  # why there are none although a model is enabled, for the owner
+
+
+def _embed(pieces: list[chunking.Piece]) -> Embedded:
+    """The pieces' vectors from the enabled embedding model, if any. Its failure does not
+    fail the document: it is still found by full text, and the owner is told."""
+    embedder = active_embedder()
+    if embedder is None:
+        return Embedded()
+    reason = vectors.unavailable_reason()
+    if reason is not None:
+        return Embedded(problem=f"{FULL_TEXT_ONLY}: {reason}")
+    try:
+        found = embedder.embed([_embedding_text(piece) for piece in pieces])
+    except EmbeddingError as exc:
+        return Embedded(problem=f"{FULL_TEXT_ONLY}: {exc}")
+    return Embedded(vectors=found, signature=embedder.signature)
+
+
+def _embedding_text(piece: chunking.Piece) -> str:
+    return f"{piece.heading}\n\n{piece.text}" if piece.heading else piece.text
+
+
 def index_document(document_id: int) -> str:
     """Index a queued document; its new status. A document not queued any more (deleted,
     or claimed by another worker) is left alone."""
@@ -103,9 +132,10 @@ def index_document(document_id: int) -> str:
         )
         if not pieces:
             raise ApplicationError(NO_TEXT)
+        embedded = _embed(pieces)
         with transaction.atomic():
             document.chunks.all().delete()
-            Chunk.objects.bulk_create(
+            chunks = Chunk.objects.bulk_create(
                 Chunk(
                     document=document,
                     position=n,
@@ -116,12 +146,15 @@ def index_document(document_id: int) -> str:
                 for n, piece in enumerate(pieces)
             )
             if connection.vendor == "postgresql":
-                vector = SearchVector(
-                    "heading", "text", config=settings.AGENTSITE_KNOWLEDGE_SEARCH_CONFIG
-                )
-                document.chunks.update(search=vector)
+                fulltext.write_postgres(chunks)
+            if embedded.vectors:
+                vectors.store([(c.pk, v) for c, v in zip(chunks, embedded.vectors, strict=True)])
             updated = Document.objects.filter(pk=document_id, status=Status.INDEXING).update(
-                status=Status.READY, chunk_count=len(pieces), indexed_at=timezone.now()
+                status=Status.READY,
+                chunk_count=len(pieces),
+                indexed_at=timezone.now(),
+                embedded_with=embedded.signature,
+                error=embedded.problem,
             )
             if not updated:  # deleted meanwhile: its chunks go with it
                 transaction.set_rollback(True)

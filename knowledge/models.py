@@ -61,11 +61,11 @@ class Document(models.Model):
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     error = models.TextField(blank=True)  # why it failed, for its owner
     chunk_count = models.PositiveIntegerField(default=0)
+    # The embedding model's signature its chunks' vectors came from (llms.EmbeddingModel);
+    # empty: found by full text only (no model then, or it failed: ``error`` says why).
+    embedded_with = models.CharField(max_length=300, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     indexed_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
     # Whether its background indexing still has an owner (knowledge.recovery): when it was
     # last queued; when a process claimed it, kept fresh by a worker's heartbeat while it
     # indexes; how many times it was found without an owner and queued again.
@@ -73,10 +73,13 @@ class Document(models.Model):
     claimed_at = models.DateTimeField(null=True, blank=True, editable=False)
     attempts = models.PositiveSmallIntegerField(default=0, editable=False)
 
-    def __str__(self) -> str:
-        return self.name
+    class Meta:
+        ordering = ["-created_at", "-id"]
         # The sweep's look for unfinished documents (knowledge.recovery), every few seconds.
         indexes = [models.Index(fields=["status"], name="kb_document_status")]
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class Chunk(models.Model):

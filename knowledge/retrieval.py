@@ -6,18 +6,27 @@ model to download.
   OR'ed; a run of Chinese or Japanese longer than 3 characters is split into its
   overlapping 3-character pieces, as the index holds it.
 - PostgreSQL: ``SearchQuery`` terms OR'ed, ranked by ``SearchRank`` over the GIN-indexed
-  ``tsvector`` (``AGENTSITE_KNOWLEDGE_SEARCH_CONFIG``, "simple" by default).
+  ``tsvector`` (``AGENTSITE_KNOWLEDGE_SEARCH_CONFIG``, "simple" by default); Chinese and
+  Japanese as overlapping two-character pieces on both sides (:mod:`knowledge.cjk`).
 
 When the ranked search finds nothing (terms shorter than 3 characters on SQLite, text
 without spaces on PostgreSQL, whose parser keeps a run of Chinese as one word), the terms
 are matched as substrings (``LIKE``: no index, no ranking; results in document order).
+
+With an enabled embedding model (:mod:`llms.embeddings`) and a database that holds vectors
+(:mod:`knowledge.vectors`), the query's vector also ranks the chunks embedded by that
+model, and the two rankings are merged by reciprocal rank fusion (each chunk scores
+``sum(1 / (60 + rank))`` over the rankings it is in: Cormack et al., 2009), so neither
+method's scores need to be comparable. An embedding model that fails leaves full text.
 """
 
 from __future__ import annotations
 
+import logging
 import operator
 import re
-from collections.abc import Iterable
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from typing import Any
@@ -27,19 +36,23 @@ from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db import connection
 from django.db.models import F, Q, QuerySet
 
-from knowledge import selectors
+from knowledge import cjk, selectors, vectors
 from knowledge.fulltext import FTS_TABLE
 from knowledge.models import Chunk, Document
+from llms.embeddings import EmbeddingError, active_embedder
 
-__all__ = ["DEFAULT_K", "MAX_K", "Hit", "search"]
+__all__ = ["DEFAULT_K", "MAX_K", "METHODS", "Hit", "fuse", "search"]
 
+logger = logging.getLogger(__name__)
+
+METHODS = ("fulltext", "vector")
+RRF_K = 60  # the constant of reciprocal rank fusion (Cormack, Clarke, Buettcher 2009)
+FUSION_DEPTH = 20  # candidates each method contributes to fusion, at least
 DEFAULT_K = 5
 MAX_K = 50
 TRIGRAM = 3
 MAX_TERMS = 32
 WORD = re.compile(r"\w+")
-# Scripts written without spaces between words: CJK ideographs, kana, Hangul syllables.
-UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 
 @dataclass(frozen=True)
@@ -64,7 +77,7 @@ def _trigram_terms(terms: Iterable[str]) -> list[str]:
     for term in terms:
         if len(term) < TRIGRAM:
             continue
-        if UNSPACED.search(term) and len(term) > TRIGRAM:
+        if cjk.has_unspaced(term) and len(term) > TRIGRAM:
             found += [term[i : i + TRIGRAM] for i in range(len(term) - TRIGRAM + 1)]
         else:
             found.append(term)
@@ -92,9 +105,19 @@ def _sqlite_ranked(scope: QuerySet[Chunk], terms: list[str], k: int) -> list[tup
         return [(row[0], -row[1]) for row in cursor.fetchall()]  # bm25: lower is better
 
 
+def _postgres_terms(terms: Iterable[str]) -> list[str]:
+    """The query's words as the stored ``tsvector`` holds them: Chinese and Japanese runs
+    as their two-character pieces (:mod:`knowledge.cjk`)."""
+    found: list[str] = []
+    for term in terms:
+        found += cjk.segment(term).split() if cjk.has_unspaced(term) else [term]
+    return list(dict.fromkeys(found))[:MAX_TERMS]
+
+
 def _postgres_ranked(scope: QuerySet[Chunk], terms: list[str], k: int) -> list[tuple[int, float]]:
     config = settings.AGENTSITE_KNOWLEDGE_SEARCH_CONFIG
-    query = reduce(operator.or_, (SearchQuery(term, config=config) for term in terms))
+    pieces = _postgres_terms(terms)
+    query = reduce(operator.or_, (SearchQuery(term, config=config) for term in pieces))
     ranked = (
         scope.filter(search=query)
         .annotate(score=SearchRank(F("search"), query, cover_density=True))
@@ -112,12 +135,43 @@ def _substring(scope: QuerySet[Chunk], terms: list[str], k: int) -> list[tuple[i
     return [(chunk_id, 0.0) for chunk_id in ids[:k]]
 
 
-def search(user: Any, base_ids: Iterable[int] | None, query: str, k: int = DEFAULT_K) -> list[Hit]:
+def _vector_ranked(scope: QuerySet[Chunk], query: str, k: int) -> list[tuple[int, float]]:
+    embedder = active_embedder()
+    if embedder is None or not vectors.available():
+        return []
+    try:
+        (vector,) = embedder.embed([query])
+    except EmbeddingError as exc:
+        logger.warning("knowledge search by full text only: %s", exc)
+        return []
+    return vectors.search(scope.filter(document__embedded_with=embedder.signature), vector, k)
+
+
+def fuse(rankings: Sequence[Sequence[tuple[int, float]]], k: int) -> list[tuple[int, float]]:
+    """Reciprocal rank fusion of ranked ``(chunk id, score)`` lists: ``(id, fused score)``,
+    best first, ties by id."""
+    scores: dict[int, float] = defaultdict(float)
+    for ranking in rankings:
+        for rank, (chunk_id, _) in enumerate(ranking, start=1):
+            scores[chunk_id] += 1.0 / (RRF_K + rank)
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:k]
+
+
+def search(
+    user: Any,
+    base_ids: Iterable[int] | None,
+    query: str,
+    k: int = DEFAULT_K,
+    *,
+    methods: Sequence[str] = METHODS,
+) -> list[Hit]:
     """The ``k`` passages best matching ``query`` in those of ``base_ids`` (None: all) that
     ``user`` may read; ready documents only. Ids of bases the user may not read are
-    ignored, as if they did not exist."""
+    ignored, as if they did not exist. ``methods`` narrows the rankings used (the
+    benchmarks compare them); "vector" counts only where an embedding model is enabled."""
     k = max(1, min(int(k), MAX_K))
-    terms = _terms(query or "")
+    query = (query or "").strip()
+    terms = _terms(query)
     if not terms:
         return []
     bases = selectors.readable_bases(user)
@@ -126,8 +180,15 @@ def search(user: Any, base_ids: Iterable[int] | None, query: str, k: int = DEFAU
     scope = Chunk.objects.filter(
         document__base__in=bases.values("id"), document__status=Document.Status.READY
     )
-    ranker = _postgres_ranked if connection.vendor == "postgresql" else _sqlite_ranked
-    ranked = ranker(scope, terms, k) or _substring(scope, terms, k)
+    depth = max(k, FUSION_DEPTH)
+    rankings: list[list[tuple[int, float]]] = []
+    if "fulltext" in methods:
+        ranker = _postgres_ranked if connection.vendor == "postgresql" else _sqlite_ranked
+        rankings.append(ranker(scope, terms, depth) or _substring(scope, terms, depth))
+    if "vector" in methods:
+        rankings.append(_vector_ranked(scope, query, depth))
+    rankings = [ranking for ranking in rankings if ranking]
+    ranked = rankings[0][:k] if len(rankings) == 1 else fuse(rankings, k)
     chunks = Chunk.objects.select_related("document").in_bulk([cid for cid, _ in ranked])
     return [
         Hit(

@@ -20,7 +20,14 @@ from files import services as file_services
 from knowledge import indexing
 from knowledge.models import Document, KnowledgeBase
 
-__all__ = ["base_create", "base_delete", "document_add", "document_delete", "document_reindex"]
+__all__ = [
+    "base_create",
+    "base_delete",
+    "document_add",
+    "document_delete",
+    "document_reindex",
+    "documents_reindex",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +71,15 @@ def document_reindex(document: Document) -> None:
         status=Document.Status.QUEUED, error="", queued_at=timezone.now(), attempts=0
     )
     transaction.on_commit(lambda: indexing.schedule(document.pk))
+
+
+def documents_reindex(documents: QuerySet[Document]) -> int:
+    """Queue these documents again (an embedding model enabled or changed since they were
+    indexed: their new vectors come from the current one); how many."""
+    ids = list(documents.exclude(status=Document.Status.INDEXING).values_list("pk", flat=True))
+    for document in Document.objects.filter(pk__in=ids):
+        document_reindex(document)
+    return len(ids)
 
 
 def document_delete(document: Document) -> None:

@@ -32,6 +32,7 @@ from llms.discovery import (
 )
 from llms.forms import (
     ABILITY_LABELS,
+    EmbeddingModelAdminForm,
     LLMModelAdminForm,
     ProviderAdminForm,
     RoleAssignmentAdminForm,
@@ -40,6 +41,7 @@ from llms.forms import (
 from llms.models import (
     ABILITY_FLAGS,
     ROLES,
+    EmbeddingModel,
     LLMModel,
     Provider,
     RoleAssignment,
@@ -323,6 +325,18 @@ class LLMModelAdmin(AuditedAdminMixin, admin.ModelAdmin):
         obj = queryset.get()
         model_set_default(model=obj)
         self.message_user(request, f"{obj} is now the default model.")
+
+
+@admin.register(EmbeddingModel)
+class EmbeddingModelAdmin(AuditedAdminMixin, admin.ModelAdmin):
+    """The optional model behind knowledge bases' vector search (at most one enabled).
+    Documents indexed before a change keep full-text search until re-indexed (the
+    knowledge base admin's "Re-index" action)."""
+
+    form = EmbeddingModelAdminForm
+    list_display = ["__str__", "provider", "model_id", "dimensions", "enabled"]
+    list_select_related = ["provider"]
+    list_filter = ["enabled"]
 
 
 @admin.register(RoleAssignment)

@@ -18,14 +18,16 @@ from llms.models import (
     ABILITY_FLAGS,
     JSON_SCHEMA_DIALECTS,
     ROLES,
+    EmbeddingModel,
     LLMModel,
     Provider,
     RoleAssignment,
 )
 from llms.probe import probe_summary
-from llms.services import role_assignment_check
+from llms.services import embedding_model_check, role_assignment_check
 
 __all__ = [
+    "EmbeddingModelAdminForm",
     "LLMModelAdminForm",
     "ProviderAdminForm",
     "RoleAssignmentAdminForm",
@@ -163,6 +165,33 @@ class LLMModelAdminForm(forms.ModelForm):
                 "There must be one default model: make another model the default instead.",
             )
         return data
+
+
+class EmbeddingModelAdminForm(forms.ModelForm):
+    """Saving an enabled model makes one test call (its error shows on the form) and
+    fills in the vector length when left empty."""
+
+    class Meta:
+        model = EmbeddingModel
+        fields = ["provider", "model_id", "dimensions", "batch_size", "enabled"]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if self.errors or not cleaned.get("enabled"):
+            return cleaned
+        trial = EmbeddingModel(
+            provider=cleaned["provider"],
+            model_id=cleaned["model_id"],
+            dimensions=cleaned.get("dimensions"),
+            batch_size=cleaned.get("batch_size") or 1,
+        )
+        try:
+            cleaned["dimensions"] = cleaned.get("dimensions") or embedding_model_check(
+                model=trial
+            )
+        except ApplicationError as exc:
+            raise forms.ValidationError(exc.message) from None
+        return cleaned
 
 
 class ModelWithProbeChoiceField(forms.ModelChoiceField):

@@ -23,6 +23,7 @@ from llms.providers import kind_choices
 __all__ = [
     "ABILITY_FLAGS",
     "DEFAULT_BUDGET_TOKENS",
+    "EmbeddingModel",
     "JSON_SCHEMA_DIALECTS",
     "MIN_BUDGET_TOKENS",
     "ROLES",
@@ -209,6 +210,61 @@ class LLMModel(models.Model):
             errors["roles"] = f"Roles must be a list drawn from: {', '.join(ROLES)}."
         if errors:
             raise ValidationError(errors)
+
+
+class EmbeddingModel(models.Model):
+    """The model that turns knowledge passages and searches into vectors (an
+    OpenAI-compatible ``/embeddings`` endpoint). Optional: without an enabled one,
+    knowledge bases are searched by full text alone. At most one is enabled, so every
+    stored vector comes from the same model (:mod:`knowledge.vectors`)."""
+
+    provider = models.ForeignKey(
+        Provider, on_delete=models.CASCADE, related_name="embedding_models"
+    )
+    model_id = models.CharField(
+        "API model id", max_length=200, help_text="e.g. text-embedding-3-small, nomic-embed-text"
+    )
+    dimensions = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text=(
+            "Length of the vectors. Empty: what the model answers (found by a test call "
+            "when saved). Set it only for models that can shorten theirs (OpenAI's text-"
+            "embedding-3)."
+        ),
+    )
+    batch_size = models.PositiveIntegerField(
+        default=64,
+        validators=[MinValueValidator(1)],
+        help_text="Passages sent per request while indexing.",
+    )
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["provider__name", "model_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["enabled"],
+                condition=Q(enabled=True),
+                name="one_enabled_embedding_model",
+                violation_error_message=(
+                    "Another embedding model is enabled: disable it first (vectors of two "
+                    "models cannot be compared)."
+                ),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model_id} ({self.provider})"
+
+    @property
+    def signature(self) -> str:
+        """What a stored vector was made with: vectors of another signature are not
+        comparable with this model's (:attr:`knowledge.models.Document.embedded_with`)."""
+        return f"{self.pk}:{self.model_id}:{self.dimensions or 0}"
 
 
 class RoleAssignment(models.Model):

@@ -23,9 +23,11 @@ from core import configcache
 from core.errors import ApplicationError
 from engine import LLM, Usage
 from engine.llm.registry import ModelRegistry
+from llms.embeddings import Embedder, EmbeddingError
 from llms.models import (
     ABILITY_FLAGS,
     ROLES,
+    EmbeddingModel,
     LLMModel,
     Provider,
     RoleAssignment,
@@ -44,6 +46,8 @@ from llms.selectors import (
 
 __all__ = [
     "build_llm",
+    "embedding_model_check",
+    "embedding_model_save",
     "model_apply_verified_abilities",
     "model_ensure_default",
     "model_probe",
@@ -72,6 +76,29 @@ def _validated(instance: Any) -> None:
             f"{k}: {' '.join(v)}" if k != "__all__" else " ".join(v) for k, v in fields.items()
         )
         raise ApplicationError(text, code="invalid", extra=fields) from None
+
+
+# ----------------------------------------------------------------------------- embeddings
+
+
+def embedding_model_check(*, model: EmbeddingModel) -> int:
+    """One test call; the length of the vectors the model answers. An enabled model that
+    does not answer is refused when saved, so indexing never meets it first."""
+    try:
+        (vector,) = Embedder(model).embed(["A test sentence."])
+    except EmbeddingError as exc:
+        raise ApplicationError(str(exc), code="invalid", extra={"model_id": [str(exc)]}) from None
+    return len(vector)
+
+
+def embedding_model_save(*, model: EmbeddingModel) -> EmbeddingModel:
+    """Save; an enabled model is checked first, which also finds its vector length when
+    none is set. A disabled one is saved as it is."""
+    _validated(model)
+    if model.enabled:
+        model.dimensions = model.dimensions or embedding_model_check(model=model)
+    model.save()
+    return model
 
 
 # ----------------------------------------------------------------------------- providers

@@ -43,6 +43,11 @@ Control endpoints: ``POST /_script`` ``{"responses", "rules", "default", "reset"
 ``POST /_release`` ``{"name"}``, ``GET /_requests`` (recorded requests), ``GET /_state``
 (``{"requests", "disconnects", "queued"}`` counts, for processes that cannot call
 :meth:`ScriptedServer.wait_for_disconnect`), ``GET /v1/models``.
+
+``POST /v1/embeddings`` answers OpenAI's embeddings format from a deterministic hashing
+embedder (:mod:`testing.embeddings`; ``dimensions`` in the request, else
+``embedding_dims``); the requests are kept apart in ``embedding_requests``, and
+``embedding_status`` (e.g. 503) makes it fail, for tests of an embedding model that is down.
 """
 
 from __future__ import annotations
@@ -64,6 +69,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+from testing import embeddings
 
 __all__ = ["RecordedRequest", "ScriptedServer", "main"]
 
@@ -163,8 +170,12 @@ class ScriptedServer:
         default: Response | str | None = None,
         model: str = "scripted-model",
         stamp: bool = False,
+        embedding_dims: int = embeddings.DEFAULT_DIMS,
     ) -> None:
         self.host = host
+        self.embedding_dims = embedding_dims
+        self.embedding_status: int | None = None
+        self.embedding_requests: list[dict[str, Any]] = []
         self.stamp = stamp
         self.port = port
         self.api_key = api_key
@@ -248,6 +259,8 @@ class ScriptedServer:
             self.requests.clear()
             self._disconnects = 0
             self._released.clear()
+            self.embedding_requests.clear()
+            self.embedding_status = None
 
     def configure(self, spec: dict[str, Any] | list[Any]) -> int:
         """Apply a ``/_script`` body (or a bare list of responses); returns the queue size."""
@@ -564,6 +577,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.scripted.release(body["name"])
             self._send_json(200, {"ok": True})
             return
+        if path.endswith("/embeddings"):
+            if self._check_auth():
+                self._answer_embeddings(body)
+            return
         if not path.endswith("/chat/completions"):
             self._send_json(404, {"error": {"message": f"no route {path}"}})
             return
@@ -583,6 +600,30 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.scripted._note_disconnect()
             self.close_connection = True
+
+    def _answer_embeddings(self, body: Any) -> None:
+        scripted = self.scripted
+        with scripted._cond:
+            scripted.embedding_requests.append(body)
+        if scripted.embedding_status:
+            error = {"message": f"scripted error {scripted.embedding_status}", "type": "scripted"}
+            self._send_json(scripted.embedding_status, {"error": error})
+            return
+        texts = body.get("input") if isinstance(body, dict) else None
+        texts = [texts] if isinstance(texts, str) else texts
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            self._send_json(400, {"error": {"message": "input must be a string or strings"}})
+            return
+        dims = int(body.get("dimensions") or scripted.embedding_dims)
+        data = [
+            {"object": "embedding", "index": n, "embedding": embeddings.embed(text, dims)}
+            for n, text in enumerate(texts)
+        ]
+        tokens = sum(len(text.split()) for text in texts)
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        self._send_json(
+            200, {"object": "list", "data": data, "model": body.get("model"), "usage": usage}
+        )
 
     def _answer(
         self, request: dict[str, Any], response: Response, recorded: RecordedRequest

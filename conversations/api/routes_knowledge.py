@@ -67,6 +67,7 @@ def _base(base: KnowledgeBase, user: Any, document_count: int | None = None) -> 
 
 def _document(document: Document) -> dict[str, Any]:
     return {
+        "vectors": bool(document.embedded_with),
         "id": document.pk,
         "name": document.name,
         "status": document.status,

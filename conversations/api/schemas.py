@@ -457,7 +457,10 @@ class KnowledgeDocumentAdded(Schema):
 
 
 class KnowledgeDocumentOut(KnowledgeDocumentAdded):
-    error: str = Field(description="Why indexing failed ('' unless failed).")
+    error: str = Field(
+        description="Why indexing failed; for a ready document, why it has no vectors "
+        "although an embedding model is enabled ('' otherwise)."
+    )
     source_url: str = Field(description="The URL it was fetched from ('' for an upload).")
     file_id: int
     chunk_count: int
@@ -478,3 +481,7 @@ class KnowledgeHit(Schema):
 class KnowledgeSearchResults(Schema):
     query: str
     results: list[KnowledgeHit]
+    vectors: bool = Field(
+        description="Its passages have vectors of the enabled embedding model, so searches "
+        "rank them by meaning as well as by words."
+    )

@@ -1,6 +1,6 @@
 """Knowledge search on PostgreSQL: the migration's GIN index over the tsvector written at
 indexing, ``SearchRank`` ordering, words OR'ed, and Chinese (which the 'simple' parser
-keeps as one word per run) found by the substring fallback."""
+keeps as one word per run) ranked through their two-character pieces."""
 
 from __future__ import annotations
 
@@ -31,6 +31,8 @@ SCRIPT = textwrap.dedent(
         "misc.md": "# Misc\\n\\nThe office has a kitchen. Holidays are mentioned.",
         "holidays.md": "# Holidays\\n\\nHolidays: 25 holidays a year; holidays carry over.",
         "zh.md": "# 休假制度\\n\\n每位员工每年享有二十五天带薪年假。",
+        "zh-travel.md": "# 差旅\\n\\n出差期间的年假安排请提前告知经理。",
+        "ja.md": "# 経費精算\\n\\n出張のホテル代は一泊一万五千円まで精算できます。",
     }
     for name, text in texts.items():
         document = services.document_add(base, SimpleUploadedFile(name, text.encode()))
@@ -51,6 +53,8 @@ SCRIPT = textwrap.dedent(
         "scores_descend": hits[0].score > hits[1].score,
         "ored": names(alice, "kitchen carry"),
         "chinese": names(alice, "带薪年假"),
+        "chinese_ranked": retrieval.search(alice, [base.pk], "带薪年假", k=5)[0].score > 0,
+        "japanese": names(alice, "ホテル代の上限"),
         "bob": names(bob, "holidays"),
     }))
     """
@@ -65,5 +69,9 @@ def test_full_text_search_on_postgres(tmp_path) -> None:
     assert out["holidays"] == ["holidays.md", "misc.md"]
     assert out["scores_descend"] is True
     assert sorted(out["ored"]) == ["holidays.md", "misc.md"]
-    assert out["chinese"] == ["zh.md"]  # substring fallback: 'simple' keeps the run whole
+    # Ranked (bigrams in the tsvector), not the unranked substring fallback: the passage
+    # with the whole phrase first, the one sharing only "年假" after it.
+    assert out["chinese"] == ["zh.md", "zh-travel.md"]
+    assert out["chinese_ranked"] is True
+    assert out["japanese"] == ["ja.md"]
     assert out["bob"] == []
