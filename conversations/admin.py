@@ -80,12 +80,26 @@ class SharedLinkAdmin(admin.ModelAdmin):
     """Read-only but for revoking: links are made and revoked by their owners; an admin
     may revoke one (set "revoked at") and no one edits a snapshot by hand."""
 
-    list_display = ("__str__", "owner", "conversation", "include_artifacts", "created_at")
-    list_filter = ("include_artifacts", ("revoked_at", admin.EmptyFieldListFilter))
+    list_display = (
+        "__str__",
+        "owner",
+        "conversation",
+        "include_artifacts",
+        "include_files",
+        "created_at",
+    )
+    list_filter = ("include_artifacts", "include_files", ("revoked_at", admin.EmptyFieldListFilter))
     search_fields = ("title", "owner__username")
     raw_id_fields = ("owner", "conversation")
     exclude = ("token", "snapshot")  # the token is the key to the public page
-    readonly_fields = ("owner", "conversation", "title", "include_artifacts", "created_at")
+    readonly_fields = (
+        "owner",
+        "conversation",
+        "title",
+        "include_artifacts",
+        "include_files",
+        "created_at",
+    )
 
     def has_add_permission(self, request) -> bool:
         return False

@@ -336,8 +336,9 @@ class CompactionSummary(models.Model):
 class SharedLink(models.Model):
     """A read-only snapshot of a conversation's branch, reachable by whoever has the link.
 
-    The snapshot is copied at sharing time (messages, tool cards and, if the owner ticked
-    it, artifacts): later messages never appear, and the public page reads nothing else.
+    The snapshot is copied at sharing time (messages, tool cards, the passages the answers
+    cite and, if the owner ticked them, artifacts and the messages' attached files): later
+    messages never appear, and the public page reads nothing else.
     """
 
     owner = models.ForeignKey(
@@ -350,6 +351,7 @@ class SharedLink(models.Model):
     title = models.CharField(max_length=200, blank=True)
     snapshot = models.JSONField(default=dict)
     include_artifacts = models.BooleanField(default=False)
+    include_files = models.BooleanField(default=False)  # the messages' attached files
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 

@@ -55,3 +55,5 @@ urlpatterns = [
         name="shared_artifact_download",
     ),
 ]
+    path("s/<str:token>/files/<id:index>/", share_views.shared_file, name="shared_file"),
+    path("s/<str:token>/passages/<id:index>/", share_views.shared_passage, name="shared_passage"),

@@ -158,6 +158,7 @@ def share_out(request: HttpRequest, share: SharedLink) -> dict[str, Any]:
         "title": share.title,
         "conversation_id": share.conversation_id,
         "include_artifacts": share.include_artifacts,
+        "include_files": share.include_files,
         "active": share.is_active,
         "created_at": share.created_at,
         "revoked_at": share.revoked_at,

@@ -95,8 +95,10 @@ def conversation_import(request: HttpRequest, response: HttpResponse):
     response={201: Share, **errors(400, 404, 413)},
     operation_id="createShare",
     summary="Share a read-only snapshot of the selected branch",
-    description="The snapshot is copied now: later messages do not appear. Artifacts are "
-    "copied only with `include_artifacts`.",
+    description="The snapshot is copied now: later messages do not appear. The knowledge "
+    "passages the answers cite are copied, so their citations open on the share. Artifacts "
+    "are copied only with `include_artifacts`, the messages' attached files only with "
+    "`include_files`.",
     url_name="api_conversation_shares",
 )
 def share_create(request: HttpRequest, conversation_id: ConversationId, payload: ShareNewBody):
@@ -104,6 +106,7 @@ def share_create(request: HttpRequest, conversation_id: ConversationId, payload:
     share = sharing.share_create(
         conversation=conversation,
         include_artifacts=payload.include_artifacts,
+        include_files=payload.include_files,
         client=client_of(request),
     )
     return Status(201, share_out(request, share))

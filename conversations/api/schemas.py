@@ -148,6 +148,11 @@ class ApprovalDecision(Schema):
 
 class ShareNew(Forbid):
     include_artifacts: StrictBool = False
+    include_files: StrictBool = Field(
+        default=False,
+        description="Copy the files attached to the messages (up to the share size limits): "
+        "the public page shows them and serves them from the share.",
+    )
 
 
 # --------------------------------------------------------------------------- responses
@@ -337,6 +342,7 @@ class Share(Schema):
     title: str
     conversation_id: int
     include_artifacts: bool
+    include_files: bool = Field(description="The messages' attached files were copied.")
     active: bool = Field(description="false once revoked.")
     created_at: datetime
     revoked_at: datetime | None
@@ -349,6 +355,17 @@ class ShareList(Schema):
 # ------------------------------------------------------------------- export documents
 # What GET .../export?format=json answers and POST /api/conversations/import reads (the
 # importer checks a file itself, with messages that name what is wrong in it).
+
+
+class ExportFile(Schema):
+    name: str
+    size: int
+    content_type: str
+
+
+class ExportSource(Schema):
+    number: int = Field(description="The number the answer cites it by: [1], [2]…")
+    where: str = Field(description="The document, its page and heading.")
 
 
 class ExportMessage(Forbid):
@@ -367,6 +384,10 @@ class ExportMessage(Forbid):
         description="The run the message belongs to (in a branch export: the run of the "
         "branch that shows it).",
     )
+    files: list[ExportFile] = Field(
+        None,  # type: ignore[arg-type]
+        description="The attached files, as references (no bytes; an import leaves them out).",
+    )
 
 
 class ExportRun(Forbid):
@@ -384,6 +405,10 @@ class ExportRun(Forbid):
     error: str = None  # type: ignore[assignment]
     model: str | None = Field(None, description="The model's name (not imported).")
     created_at: datetime = None  # type: ignore[assignment]
+    sources: list[ExportSource] = Field(
+        None,  # type: ignore[arg-type]
+        description="The knowledge passages the answer may cite by number (not imported).",
+    )
 
 
 class ExportConversation(Schema):
@@ -464,6 +489,10 @@ class KnowledgeDocumentOut(KnowledgeDocumentAdded):
     source_url: str = Field(description="The URL it was fetched from ('' for an upload).")
     file_id: int
     chunk_count: int
+    vectors: bool = Field(
+        description="Its passages have vectors of the enabled embedding model, so searches "
+        "rank them by meaning as well as by words."
+    )
     created_at: datetime
     indexed_at: datetime | None
 
@@ -481,7 +510,3 @@ class KnowledgeHit(Schema):
 class KnowledgeSearchResults(Schema):
     query: str
     results: list[KnowledgeHit]
-    vectors: bool = Field(
-        description="Its passages have vectors of the enabled embedding model, so searches "
-        "rank them by meaning as well as by words."
-    )

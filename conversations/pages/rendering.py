@@ -14,9 +14,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from django.urls import reverse
 from django.utils.html import escape
 
 from conversations.models import Run
+from conversations.pages.citations import Citation, link_citations
 from conversations.pages.items import (
     FollowupMessage,
     StepItem,
@@ -417,7 +419,13 @@ class RunView:
 
     @property
     def answer_html(self) -> str:
-        return render_markdown(self.answer_text)
+        """The finished answer, its "[n]" linked to the passages of the run's sources (the
+        live stream shows the plain rendering until the finish frame brings this one)."""
+        html = render_markdown(self.answer_text)
+        sources = self.sources
+        if not sources:
+            return html
+        return link_citations(html, passage_links(sources))
 
     @property
     def sources(self) -> list[dict[str, Any]]:
@@ -448,6 +456,14 @@ def sources_of(cards: Iterable[ToolCard]) -> list[dict[str, Any]]:
             for citation in citations(card.observation):
                 found.setdefault(citation["number"], citation)
     return [found[number] for number in sorted(found)]
+
+
+def passage_links(sources: Iterable[dict[str, Any]]) -> list[Citation]:
+    """The sources as inline citations opening the live passage (its readers only)."""
+    return [
+        Citation(s["number"], reverse("knowledge_passage", args=[s["chunk_id"]]), s["where"])
+        for s in sources
+    ]
 
 
 def build_run_view(

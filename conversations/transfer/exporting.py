@@ -141,8 +141,10 @@ def _file_references(message: Message) -> list[dict[str, Any]]:
     ]
 
 
-def _run_out(run: Run, conversation: Conversation, *, parent_id, selected: bool) -> dict:
-    return {
+def _run_out(
+    run: Run, conversation: Conversation, *, parent_id, selected: bool, cards: list[ToolCard]
+) -> dict:
+    out = {
         "id": run.pk,
         "parent_id": parent_id,
         "trigger_message_id": run.trigger_message_id,
@@ -155,6 +157,10 @@ def _run_out(run: Run, conversation: Conversation, *, parent_id, selected: bool)
         "model": _model_name(run, conversation),
         "created_at": run.created_at.isoformat(),
     }
+    sources = sources_of(cards)
+    if sources:  # what the answer's "[n]" refer to, as its page lists them
+        out["sources"] = [{"number": s["number"], "where": s["where"]} for s in sources]
+    return out
 
 
 def export_json(*, conversation: Conversation, tree: bool = False) -> dict[str, Any]:
@@ -163,8 +169,15 @@ def export_json(*, conversation: Conversation, tree: bool = False) -> dict[str, 
         run_tree = selectors.conversation_tree(conversation=conversation)
         chosen = run_tree.followed_ids()
         runs = list(conversation.runs.select_related("model").order_by("created_at", "id"))
+        cards = run_cards([run.pk for run in runs])
         runs_out = [
-            _run_out(run, conversation, parent_id=run.parent_id, selected=run.pk in chosen)
+            _run_out(
+                run,
+                conversation,
+                parent_id=run.parent_id,
+                selected=run.pk in chosen,
+                cards=cards[run.pk],
+            )
             for run in runs
         ]
         messages_out = [
@@ -173,9 +186,12 @@ def export_json(*, conversation: Conversation, tree: bool = False) -> dict[str, 
         ]
     else:
         branch = branch_load(conversation)
+        cards = run_cards([run.pk for run in branch.runs])
         runs_out, parent_id = [], None
         for run in branch.runs:
-            runs_out.append(_run_out(run, conversation, parent_id=parent_id, selected=True))
+            runs_out.append(
+                _run_out(run, conversation, parent_id=parent_id, selected=True, cards=cards[run.pk])
+            )
             parent_id = run.pk
         messages_out = [_message_out(m, branch.carriers[m.pk]) for m in branch.messages]
     return {

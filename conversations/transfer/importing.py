@@ -77,9 +77,11 @@ _MESSAGE_FIELDS = {
     "id", "seq", "role", "kind", "content", "reasoning", "incomplete", "pinned", "usage",
     "created_at", "run_id", "files",
 }  # fmt: skip
+# "sources": the knowledge passages a run's answer may cite ({number, where}); an import
+# has no tool events to show them from, so it keeps the answer's "[n]" as text.
 _RUN_FIELDS = {
     "id", "parent_id", "trigger_message_id", "status", "selected", "iterations", "usage",
-    "elapsed", "error", "model", "created_at",
+    "elapsed", "error", "model", "created_at", "sources",
 }  # fmt: skip
 
 

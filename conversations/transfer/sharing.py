@@ -1,18 +1,23 @@
 """Shared links: a read-only snapshot of a conversation's selected branch, by token.
 
 The snapshot is copied when the link is made (questions, tool cards, answers as their
-markdown source and, if the owner ticks it, the artifacts' bytes), so later messages
-never appear and the public page reads nothing but the link's row: no owner, no ids of
-the conversation, its runs or artifacts. Revoking empties the snapshot: a revoked token
-answers 404 like an unknown one.
+markdown source, a copy of each knowledge passage an answer cites and, if the owner ticks
+them, the artifacts' and the attached files' bytes), so later messages never appear and
+the public page reads nothing but the link's row: no owner, no ids of the conversation,
+its runs, artifacts, files or passages. The answers' citations open the copied passage on
+the share itself, never the knowledge base (which the reader may not see, and which may
+change). Revoking empties the snapshot: a revoked token answers 404 like an unknown one.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import re
 import secrets
-from typing import Any
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import IO, Any
 
 from django.conf import settings
 from django.db.models import QuerySet
@@ -23,8 +28,13 @@ from django.utils import timezone
 
 from audit.services import Client, record
 from conversations.models import Conversation, Message, Run, SharedLink
+from conversations.pages.citations import Citation, cited_numbers, link_citations
 from conversations.pages.items import OBSERVATION_PREVIEW_CHARS, ToolCard
+from conversations.pages.rendering import sources_of
 from conversations.transfer.exporting import Branch, branch_load, run_cards
+from files.models import StoredFile
+from knowledge.models import Chunk
+from knowledge.selectors import readable_bases
 from tools.artifacts import artifacts_for_run
 from tools.markdown.render import render_markdown
 
@@ -38,7 +48,9 @@ __all__ = [
     "share_url",
     "snapshot_artifact",
     "snapshot_build",
+    "snapshot_file",
     "snapshot_page",
+    "snapshot_passage",
 ]
 
 SNAPSHOT_VERSION = 1
@@ -56,7 +68,11 @@ _ENDINGS = {
 
 
 def share_create(
-    *, conversation: Conversation, include_artifacts: bool = False, client: Client | None = None
+    *,
+    conversation: Conversation,
+    include_artifacts: bool = False,
+    include_files: bool = False,
+    client: Client | None = None,
 ) -> SharedLink:
     """A new link to a snapshot of the branch the owner is on now (audited as
     ``share.created``; the link's token never reaches the log)."""
@@ -65,8 +81,11 @@ def share_create(
         conversation=conversation,
         token=secrets.token_urlsafe(32),
         title=conversation.title[:200],
-        snapshot=snapshot_build(conversation, include_artifacts=include_artifacts),
+        snapshot=snapshot_build(
+            conversation, include_artifacts=include_artifacts, include_files=include_files
+        ),
         include_artifacts=include_artifacts,
+        include_files=include_files,
     )
     record(
         "share.created",
@@ -75,6 +94,7 @@ def share_create(
         changes={
             "conversation": [None, conversation.pk],
             "include_artifacts": [None, include_artifacts],
+            "include_files": [None, include_files],
         },
         client=client,
     )
@@ -125,22 +145,32 @@ def share_public(*, token: str) -> SharedLink:
 # ----------------------------------------------------------------------- snapshot
 
 
-def snapshot_build(conversation: Conversation, *, include_artifacts: bool) -> dict[str, Any]:
-    """What the public page shows, copied now: items in page order and artifacts."""
+def snapshot_build(
+    conversation: Conversation, *, include_artifacts: bool, include_files: bool = False
+) -> dict[str, Any]:
+    """What the public page shows, copied now: items in page order, the artifacts and
+    attached files ticked, the passages the answers cite."""
     branch = branch_load(conversation)
     cards = run_cards([run.pk for run in branch.runs])
-    artifacts = _ArtifactCopier(enabled=include_artifacts)
+    budget = _ByteBudget()
+    copies = _Copies(
+        artifacts=_ArtifactCopier(enabled=include_artifacts, budget=budget),
+        files=_FileCopier(enabled=include_files, budget=budget),
+        passages=_PassageCopier(owner=conversation.owner),
+    )
     return {
         "version": SNAPSHOT_VERSION,
         "title": conversation.title,
         "shared_at": timezone.now().isoformat(),
-        "items": _items(branch, cards, artifacts),
-        "artifacts": artifacts.copied,
+        "items": _items(branch, cards, copies),
+        "artifacts": copies.artifacts.copied,
+        "files": copies.files.copied,
+        "passages": copies.passages.copied,
     }
 
 
 def _items(
-    branch: Branch, cards: dict[int, list[ToolCard]], artifacts: _ArtifactCopier
+    branch: Branch, cards: dict[int, list[ToolCard]], copies: _Copies
 ) -> list[dict[str, Any]]:
     runs = {run.pk: run for run in branch.runs}
     items: list[dict[str, Any]] = []
@@ -153,11 +183,14 @@ def _items(
         if run.status in _ENDINGS:
             ending = _ENDINGS[run.status] + (f": {run.error}" if run.error else ".")
         usage = run.usage or {}
+        its_cards = cards.get(run_id, [])
+        text = answer.content if answer is not None else ""
         items.append(
             {
                 "kind": "run",
-                "cards": [_card(run_id, card, artifacts) for card in cards.get(run_id, ())],
-                "answer": answer.content if answer is not None else "",
+                "cards": [_card(run_id, card, copies.artifacts) for card in its_cards],
+                "answer": text,
+                "sources": copies.passages.cite(text, its_cards),
                 "ending": ending,
                 "footer": {
                     "iterations": run.iterations,
@@ -183,6 +216,7 @@ def _items(
                     "kind": "message",
                     "content": message.content,
                     "followup": message.kind == Message.Kind.INJECT,
+                    "files": copies.files.copy(message),
                 }
             )
         previous = carrier
@@ -192,8 +226,13 @@ def _items(
     return items
 
 
+_CHUNK_ID = re.compile(r" \(chunk \d+\)$", re.MULTILINE)  # a search_knowledge passage's
+
+
 def _card(run_id: int, card: ToolCard, artifacts: _ArtifactCopier) -> dict[str, Any]:
     observation = card.observation[:OBSERVATION_MAX_CHARS]
+    if card.tool_name == "search_knowledge":  # the passages' ids are the owner's business
+        observation = _CHUNK_ID.sub("", observation)
     return {
         "tool_name": card.tool_name,
         "tool_args": card.tool_args,
@@ -206,16 +245,41 @@ def _card(run_id: int, card: ToolCard, artifacts: _ArtifactCopier) -> dict[str, 
     }
 
 
+class _ByteBudget:
+    """The bytes a shared link copies into its row, artifacts and attached files together:
+    each at most ``AGENTSITE_SHARE_ARTIFACT_MAX_BYTES``, all at most
+    ``AGENTSITE_SHARE_ARTIFACTS_MAX_BYTES`` (the first ones in page order are kept)."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.each_max = int(settings.AGENTSITE_SHARE_ARTIFACT_MAX_BYTES)
+        self.total_max = int(settings.AGENTSITE_SHARE_ARTIFACTS_MAX_BYTES)
+
+    def fill(self, entry: dict[str, Any], size: int, open_file: Callable[[], IO[bytes]]) -> None:
+        """Set the entry's ``data`` (base64) or why it is ``omitted``."""
+        entry["data"], entry["omitted"] = "", ""
+        if size > self.each_max:
+            entry["omitted"] = "too large to share"
+        elif self.total + size > self.total_max:
+            entry["omitted"] = "over the size limit of a shared link"
+        else:
+            try:
+                with open_file() as handle:
+                    data = handle.read(self.each_max)
+            except (OSError, ValueError):
+                entry["omitted"] = "the file is missing"
+            else:
+                self.total += len(data)
+                entry["data"] = base64.b64encode(data).decode("ascii")
+
+
 class _ArtifactCopier:
     """Copies the artifacts a card shows into the snapshot, within the size limits."""
 
-    def __init__(self, *, enabled: bool) -> None:
+    def __init__(self, *, enabled: bool, budget: _ByteBudget) -> None:
         self.enabled = enabled
+        self.budget = budget
         self.copied: list[dict[str, Any]] = []
-        self.total = 0
-        # Artifacts are copied into the row: a shared link holds at most this much of them.
-        self.each_max = int(settings.AGENTSITE_SHARE_ARTIFACT_MAX_BYTES)
-        self.total_max = int(settings.AGENTSITE_SHARE_ARTIFACTS_MAX_BYTES)
 
     def copy(self, run_id: int, card: ToolCard) -> list[int]:
         """Indexes (in ``copied``) of the card's artifacts; none unless enabled."""
@@ -234,24 +298,94 @@ class _ArtifactCopier:
             "size": artifact.size,
             "kind": artifact.kind,
             "inline_image": artifact.inline_image,
-            "data": "",
-            "omitted": "",
         }
-        if artifact.size > self.each_max:
-            entry["omitted"] = "too large to share"
-        elif self.total + artifact.size > self.total_max:
-            entry["omitted"] = "over the size limit of a shared link"
-        else:
-            try:
-                with artifact.file.open("rb") as handle:
-                    data = handle.read(self.each_max)
-            except (OSError, ValueError):
-                entry["omitted"] = "the file is missing"
-            else:
-                self.total += len(data)
-                entry["data"] = base64.b64encode(data).decode("ascii")
+        self.budget.fill(entry, artifact.size, lambda: artifact.file.open("rb"))
         self.copied.append(entry)
         return len(self.copied) - 1
+
+
+class _FileCopier:
+    """Copies a message's attached files (what they are and their bytes, within the size
+    limits) into the snapshot; nothing at all unless the owner ticked it."""
+
+    def __init__(self, *, enabled: bool, budget: _ByteBudget) -> None:
+        self.enabled = enabled
+        self.budget = budget
+        self.copied: list[dict[str, Any]] = []
+
+    def copy(self, message: Message) -> list[int]:
+        """Indexes (in ``copied``) of the message's files, in their order."""
+        if not self.enabled:
+            return []
+        return [self._copy_one(attachment.file) for attachment in message.attachments.all()]
+
+    def _copy_one(self, file: StoredFile) -> int:
+        entry: dict[str, Any] = {
+            "name": file.name,
+            "size": file.size,
+            "content_type": file.content_type,
+            "kind": file.kind,
+        }
+        self.budget.fill(entry, file.size, lambda: file.blob.open("rb"))
+        self.copied.append(entry)
+        return len(self.copied) - 1
+
+
+class _PassageCopier:
+    """Copies the knowledge passages each answer cites (by number, in its prose), as they
+    read now, once each. Only from bases the owner may still read: sharing must not
+    publish a passage its owner lost access to since the run."""
+
+    def __init__(self, *, owner) -> None:
+        self.owner = owner
+        self.copied: list[dict[str, Any]] = []
+        self._index: dict[int, int] = {}  # chunk id -> index in copied (ids stay private)
+
+    def cite(self, answer: str, cards: Iterable[ToolCard]) -> list[dict[str, Any]]:
+        """The run's sources the answer cites: ``[{number, where, passage}]``, ``passage``
+        the copy's index, or None when the passage is gone or no longer readable."""
+        sources = sources_of(cards)
+        if not sources or not answer:
+            return []
+        cited = cited_numbers(render_markdown(answer))
+        used = [source for source in sources if source["number"] in cited]
+        if not used:
+            return []
+        chunks = (
+            Chunk.objects.filter(document__base__in=readable_bases(self.owner))
+            .select_related("document")
+            .in_bulk([source["chunk_id"] for source in used])
+        )
+        return [
+            {
+                "number": source["number"],
+                "where": source["where"],
+                "passage": self._copy(chunks[source["chunk_id"]])
+                if source["chunk_id"] in chunks
+                else None,
+            }
+            for source in used
+        ]
+
+    def _copy(self, chunk: Chunk) -> int:
+        if chunk.pk not in self._index:
+            self._index[chunk.pk] = len(self.copied)
+            self.copied.append(
+                {
+                    "document": chunk.document.name,
+                    "page": chunk.page,
+                    "heading": chunk.heading,
+                    "text": chunk.text,
+                }
+            )
+        return self._index[chunk.pk]
+
+
+@dataclass
+class _Copies:
+    artifacts: _ArtifactCopier
+    files: _FileCopier
+    passages: _PassageCopier
 
 
 # ------------------------------------------------------------------ public reading
@@ -271,21 +405,82 @@ def snapshot_artifact(share: SharedLink, index: int) -> tuple[dict[str, Any], by
         raise Http404("This artifact was not shared.") from None
 
 
+def snapshot_file(share: SharedLink, index: int) -> tuple[dict[str, Any], bytes]:
+    """One copied attached file and its bytes; 404 unless the owner shared the files and
+    this one was copied."""
+    copied = share.snapshot.get("files") or []
+    if not share.include_files or not 0 <= index < len(copied):
+        raise Http404("No such file.")
+    entry = copied[index]
+    if entry.get("omitted") or not entry.get("data"):
+        raise Http404("This file was not shared.")
+    try:
+        return entry, base64.b64decode(entry["data"], validate=True)
+    except (binascii.Error, ValueError):
+        raise Http404("This file was not shared.") from None
+
+
+def snapshot_passage(share: SharedLink, index: int) -> dict[str, Any]:
+    """One copied passage (document, page, heading, text); 404 when absent."""
+    copied = share.snapshot.get("passages") or []
+    if not 0 <= index < len(copied):
+        raise Http404("No such passage.")
+    return copied[index]
+
+
 def snapshot_page(share: SharedLink) -> dict[str, Any]:
     """The template's context: answers rendered as the chat renders them (sanitised
-    markdown), artifacts with what their preview needs."""
+    markdown, citations linked to the copied passages), artifacts with what their preview
+    needs, attached files if shared."""
     snapshot = share.snapshot or {}
     copied = (snapshot.get("artifacts") or []) if share.include_artifacts else []
+    files = (snapshot.get("files") or []) if share.include_files else []
+    passages = snapshot.get("passages") or []
     items = []
     for item in snapshot.get("items", []):
         if item.get("kind") == "run":
+            sources = [_source_page(share, s, passages) for s in item.get("sources", [])]
+            citations = [Citation(s["number"], s["href"], s["where"]) for s in sources if s["href"]]
             item = {
                 **item,
-                "answer_html": render_markdown(item.get("answer", "")),
+                "answer_html": link_citations(render_markdown(item.get("answer", "")), citations),
+                "sources": sources,
                 "cards": [_card_page(card, copied) for card in item.get("cards", [])],
             }
+        elif item.get("kind") == "message":
+            item = {**item, "files": _files_page(share, item.get("files", []), files)}
         items.append(item)
     return {"title": snapshot.get("title", ""), "items": items}
+
+
+def _source_page(
+    share: SharedLink, source: dict[str, Any], passages: list[dict[str, Any]]
+) -> dict[str, Any]:
+    index = source.get("passage")
+    shared = isinstance(index, int) and 0 <= index < len(passages)
+    return {
+        "number": source.get("number"),
+        "where": source.get("where", ""),
+        "href": reverse("shared_passage", args=[share.token, index]) if shared else "",
+    }
+
+
+def _files_page(
+    share: SharedLink, indexes: list[Any], files: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    shown = []
+    for index in indexes:
+        if isinstance(index, int) and 0 <= index < len(files):
+            entry = files[index]
+            copied = bool(entry.get("data")) and not entry.get("omitted")
+            shown.append(
+                {
+                    **{k: v for k, v in entry.items() if k != "data"},
+                    "image": entry.get("kind") == StoredFile.Kind.IMAGE,
+                    "href": reverse("shared_file", args=[share.token, index]) if copied else "",
+                }
+            )
+    return shown
 
 
 def _card_page(card: dict[str, Any], copied: list[dict[str, Any]]) -> dict[str, Any]:

@@ -1,9 +1,9 @@
 """Page views for export, import and shared links; the public shared page.
 
 Thin: :mod:`conversations.transfer.exporting` and :mod:`conversations.transfer.sharing` do
-the work. The public views (a shared page and its copied artifacts) need no login and
-read nothing but the link's row; they are not indexable and send no referrer (the token
-is in the URL).
+the work. The public views (a shared page, its copied artifacts, attached files and cited
+passages) need no login and read nothing but the link's row; they are not indexable and
+send no referrer (the token is in the URL).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from audit.services import client_of
 from conversations import selectors
 from conversations.transfer import exporting, importing, sharing
 from core.errors import ApplicationError
+from files.models import StoredFile
 from tools.views import ARTIFACT_POLICY, PREVIEW_POLICY
 
 NOINDEX = "noindex, nofollow"
@@ -84,6 +85,7 @@ def conversation_share(request: HttpRequest, conversation_id: int) -> HttpRespon
     share = sharing.share_create(
         conversation=conversation,
         include_artifacts=request.POST.get("include_artifacts") in ("1", "on", "true"),
+        include_files=request.POST.get("include_files") in ("1", "on", "true"),
         client=client_of(request),
     )
     flash.success(request, f"Shared link created for “{share}”.")
@@ -159,3 +161,36 @@ def shared_artifact_download(request: HttpRequest, token: str, index: int) -> Ht
     response["Content-Disposition"] = content_disposition_header(True, filename)
     response["X-Content-Type-Options"] = "nosniff"
     return _public(response)
+
+
+@require_GET
+@login_not_required
+@csp(ARTIFACT_POLICY)
+def shared_file(request: HttpRequest, token: str, index: int) -> HttpResponse:
+    """A copied attached file: an image inline (the chip's preview), anything else as a
+    download, as the owner's own files are served (conversations/api/routes_files.py)."""
+    entry, data = sharing.snapshot_file(sharing.share_public(token=token), index)
+    image = entry.get("kind") == StoredFile.Kind.IMAGE
+    content_type = entry.get("content_type") or "application/octet-stream"
+    if entry.get("kind") == StoredFile.Kind.TEXT:
+        content_type += "; charset=utf-8"
+    response = HttpResponse(data, content_type=content_type)
+    filename = str(entry.get("name", "file")).rsplit("/", 1)[-1] or "file"
+    response["Content-Disposition"] = content_disposition_header(not image, filename)
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Cross-Origin-Resource-Policy"] = "same-origin"
+    return _public(response)
+
+
+@require_GET
+@login_not_required
+def shared_passage(request: HttpRequest, token: str, index: int) -> HttpResponse:
+    """A passage an answer cites, as copied when the link was made (the knowledge base's
+    own page is its readers' only, and may have changed since)."""
+    share = sharing.share_public(token=token)
+    context = {
+        "passage": sharing.snapshot_passage(share, index),
+        "title": (share.snapshot or {}).get("title", ""),
+        "token": token,
+    }
+    return _public(render(request, "conversations/shared_passage.html", context))

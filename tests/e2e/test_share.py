@@ -10,6 +10,7 @@ import pytest
 from playwright.sync_api import BrowserContext, Page, expect
 
 from tests.e2e.conftest import ScriptedLLM
+from tests.e2e.test_attachments import attach
 from tests.e2e.test_chat_flows import (
     calculator_call,
     latest_run,
@@ -38,7 +39,7 @@ def test_a_shared_snapshot_is_public_frozen_and_revocable(
     new_conversation(chat_page)
     _ask(chat_page, "What is 17*3?")
 
-    chat_page.locator(".chat-menu > summary").click()
+    chat_page.get_by_label("Export and share").click()
     chat_page.get_by_role("button", name="Create share link").click()
     expect(chat_page).to_have_url(re.compile(r"/settings/shares/#share-\d+$"))
     row_id = chat_page.url.rsplit("#", 1)[1]
@@ -76,5 +77,69 @@ def test_a_shared_snapshot_is_public_frozen_and_revocable(
         response = page.reload()
         assert response is not None and response.status == 404
         expect(page.locator("body")).not_to_contain_text("17*3")
+    finally:
+        stranger.close()
+
+
+def _share(page: Page, conversation_id: int, **fields: bool) -> dict:
+    """A shared link made through the API with the browser's session."""
+    token = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
+    response = page.request.post(
+        f"/api/conversations/{conversation_id}/shares",
+        data=fields,
+        headers={"X-CSRFToken": token},
+    )
+    assert response.status == 201, response.text()
+    return response.json()
+
+
+def test_attached_files_are_shared_only_when_asked(
+    chat_page: Page, llm: ScriptedLLM, new_context: Callable[[], BrowserContext]
+) -> None:
+    llm.script("Two fruits.")
+    conversation_id = new_conversation(chat_page)
+    attach(chat_page, "notes.md", "text/markdown", b"- apple\n- pear\n")
+    chat_page.locator("#composer textarea").fill("What do these say?")
+    chat_page.get_by_role("button", name="Send").click()
+    wait_finished(chat_page, latest_run(chat_page))
+    without = _share(chat_page, conversation_id)
+    # Ticked on the chat's share form.
+    chat_page.get_by_label("Export and share").click()
+    chat_page.get_by_label("Include attached files").check()
+    chat_page.get_by_role("button", name="Create share link").click()
+    expect(chat_page).to_have_url(re.compile(r"/settings/shares/#share-\d+$"))
+    row_id = chat_page.url.rsplit("#", 1)[1]
+    expect(chat_page.locator(f"#{row_id}")).to_contain_text("included")
+    with_files = {
+        "id": int(row_id.removeprefix("share-")),
+        "url": chat_page.locator(f"#{row_id} .share-url").get_attribute("href") or "",
+    }
+
+    stranger = new_context()
+    try:
+        page = stranger.new_page()
+        page.goto(without["url"])
+        expect(page.locator(".msg.user")).to_have_text("What do these say?")
+        expect(page.locator(".file-chip")).to_have_count(0)
+
+        page.goto(with_files["url"])
+        chip = page.locator(".msg.user .file-chip")
+        expect(chip).to_have_count(1)
+        expect(chip.locator(".file-name")).to_have_text("notes.md")
+        with page.expect_download() as info:
+            chip.get_by_role("link").click()
+        download = info.value
+        assert download.suggested_filename == "notes.md"
+        assert Path(download.path()).read_bytes() == b"- apple\n- pear\n"
+        file_url = chip.get_by_role("link").get_attribute("href") or ""
+        assert re.fullmatch(r"/s/[\w-]{43}/files/0/", file_url)
+
+        token = next(c["value"] for c in chat_page.context.cookies() if c["name"] == "csrftoken")
+        revoked = chat_page.request.delete(
+            f"/api/shares/{with_files['id']}", headers={"X-CSRFToken": token}
+        )
+        assert revoked.status == 204
+        response = page.goto(file_url)
+        assert response is not None and response.status == 404
     finally:
         stranger.close()

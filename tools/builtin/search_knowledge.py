@@ -64,8 +64,9 @@ def search_knowledge_tool(search: Search, base_names: Sequence[str]) -> Tool:
         description=(
             "Search the knowledge bases attached to this conversation ("
             + ", ".join(base_names)
-            + ") for passages about a query. Each passage has a number: cite it as [n] in "
-            "the answer."
+            + ") for passages about a query. Each passage has a number, the same each time "
+            "it is found while answering: cite the passages you use by their numbers in "
+            "square brackets right after the claim, e.g. [1] or [1, 2]."
         ),
         parameters={
             "type": "object",

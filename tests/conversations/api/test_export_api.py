@@ -9,6 +9,7 @@ import pytest
 from conversations.models import Conversation, Message, Run, SharedLink
 from tests.conversations.api.conftest import JsonClient
 from tests.conversations.branches.trees import build_tree
+from tests.conversations.transfer.cited import ANSWER, NOTES, PNG, cited_chat
 
 pytestmark = pytest.mark.django_db
 
@@ -132,3 +133,76 @@ def test_shares_refuse_bad_input_and_other_users(api, client, other_token, tree)
     assert bob.get("/api/shares").json() == {"shares": []}
     assert bob.delete(f"/api/shares/{share['id']}").status_code == 404
     assert SharedLink.objects.get().is_active
+
+
+# ------------------------------------------- cited passages and attached files (issue 45)
+
+
+@pytest.fixture
+def chat(user, settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    return cited_chat(user)
+
+
+def test_a_share_copies_attached_files_only_with_include_files(api, client, chat):
+    url = f"/api/conversations/{chat.conversation.pk}/shares"
+
+    plain = api.post(url).json()
+    assert (plain["include_files"], plain["include_artifacts"]) == (False, False)
+    assert "notes.txt" not in client.get(plain["url"]).content.decode()
+
+    response = api.post(url, {"include_files": True})
+    assert response.status_code == 201
+    shared = response.json()
+    assert shared["include_files"] is True
+    assert api.get(f"/api/shares/{shared['id']}").json()["include_files"] is True
+    assert [s["include_files"] for s in api.get("/api/shares").json()["shares"]] == [True, False]
+    page = client.get(shared["url"]).content.decode()
+    token = shared["url"].rstrip("/").rsplit("/", 1)[1]
+    assert '<span class="file-name">notes.txt</span>' in page
+    assert client.get(f"/s/{token}/files/0/").content == NOTES
+    # The answer's citations open the copies on the share, whoever reads it.
+    assert f'href="/s/{token}/passages/0/"' in page and "/knowledge/passages/" not in page
+
+    refused = api.post(url, {"include_files": "yes"})
+    assert refused.status_code == 400 and "include_files" in refused.json()["fields"]
+
+
+def test_the_openapi_document_describes_include_files(client):
+    schemas = client.get("/api/schema").json()["components"]["schemas"]
+    assert schemas["ShareNew"]["properties"]["include_files"]["type"] == "boolean"
+    assert "include_files" in schemas["Share"]["required"]
+    assert schemas["Share"]["properties"]["include_files"]["type"] == "boolean"
+
+
+def test_exports_keep_citations_sources_and_file_references(api, client, other_token, chat):
+    url = f"/api/conversations/{chat.conversation.pk}/export"
+
+    document = api.get(url).json()
+    question, answer = document["messages"]
+    assert question["files"] == [
+        {"name": "notes.txt", "size": len(NOTES), "content_type": "text/plain"},
+        {"name": "chart.png", "size": len(PNG), "content_type": "image/png"},
+    ]
+    assert answer["content"] == ANSWER  # "[n]" as the model wrote them
+    [run] = document["runs"]
+    assert run["sources"] == [
+        {"number": 1, "where": "handbook.pdf, page 3, Holidays"},
+        {"number": 2, "where": "handbook.pdf, page 4, Holidays › Carry-over"},
+        {"number": 3, "where": "handbook.pdf, page 9, Sick leave"},
+    ]
+    assert api.get(url, tree="1").json()["runs"][0]["sources"] == run["sources"]
+    # Another user imports it: the answer and its "[n]" come along, the sources do not.
+    imported = JsonClient(client, other_token).post("/api/conversations/import", document)
+    assert imported.status_code == 201
+    assert imported.json()["messages"][1]["content"] == ANSWER
+
+    markdown = api.get(url, format="markdown").content.decode()
+    assert "You get 25 days a year [1]; unused days carry over [2]." in markdown
+    assert (
+        "\n\n**Sources**\n\n[1] handbook.pdf, page 3, Holidays  \n"
+        "[2] handbook.pdf, page 4, Holidays › Carry-over  \n"
+        "[3] handbook.pdf, page 9, Sick leave  \n"
+    ) in markdown
+    assert "*Attached: notes.txt (36\xa0bytes)*" in markdown
+    assert "<sup" not in markdown and "/knowledge/passages/" not in markdown
