@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
+from conversations import knowledge_pages as knowledge
 from conversations import views
 from conversations.branches import views as branch_views
 from conversations.transfer import views as share_views
@@ -31,6 +32,32 @@ urlpatterns = [
     path("runs/<id:run_id>/summary/", views.run_summary, name="run_summary"),
     path("runs/<id:run_id>/artifacts/", views.run_artifacts, name="run_artifacts"),
     path("m/<id:message_id>/pin/", views.message_pin, name="message_pin"),
+    path(
+        "c/<id:conversation_id>/knowledge/",
+        knowledge.conversation_knowledge,
+        name="conversation_knowledge",
+    ),
+    # Knowledge bases' pages (knowledge_pages.py); passages are agentsite/urls.py's
+    path("knowledge/", knowledge.knowledge_list, name="knowledge_list"),
+    path("knowledge/<id:base_id>/", knowledge.knowledge_detail, name="knowledge_detail"),
+    path("knowledge/<id:base_id>/delete/", knowledge.knowledge_delete, name="knowledge_delete"),
+    path(
+        "knowledge/<id:base_id>/documents/",
+        knowledge.knowledge_documents,
+        name="knowledge_documents",
+    ),
+    path("knowledge/<id:base_id>/upload/", knowledge.knowledge_upload, name="knowledge_upload"),
+    path("knowledge/<id:base_id>/url/", knowledge.knowledge_add_url, name="knowledge_add_url"),
+    path(
+        "knowledge/<id:base_id>/documents/<id:document_id>/delete/",
+        knowledge.knowledge_document_delete,
+        name="knowledge_document_delete",
+    ),
+    path(
+        "knowledge/<id:base_id>/documents/<id:document_id>/reindex/",
+        knowledge.knowledge_document_reindex,
+        name="knowledge_document_reindex",
+    ),
     # Export, import and shared links (share_views)
     path(
         "c/<id:conversation_id>/export/",
@@ -54,6 +81,6 @@ urlpatterns = [
         share_views.shared_artifact_download,
         name="shared_artifact_download",
     ),
-]
     path("s/<str:token>/files/<id:index>/", share_views.shared_file, name="shared_file"),
     path("s/<str:token>/passages/<id:index>/", share_views.shared_passage, name="shared_passage"),
+]

@@ -7,23 +7,22 @@ with you (a group of yours, or everyone) is readable (list, documents, search) a
 writable: changing it is a 404 whose message says it is read-only, so the answer for a
 base you cannot change is the same status whether or not you can see it.
 
-A document from a URL is fetched here, through the SSRF guard (:mod:`tools.net`), and
-kept as a file like an upload: HTML as Markdown (as ``web_fetch`` converts it), PDF,
-Word and text as they come. Indexing then runs in the background either way.
+A document from a URL is fetched through the SSRF guard (:mod:`tools.net`) by
+:mod:`conversations.knowledge_sources` (the Knowledge pages call it too), and kept as a
+file like an upload: HTML as Markdown (as ``web_fetch`` converts it), PDF, Word and text
+as they come. Indexing then runs in the background either way.
 """
 
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
-from asgiref.sync import async_to_sync
-from django.core.files.uploadedfile import SimpleUploadedFile
 from django.http import HttpRequest, HttpResponse
 from ninja import Router, Status
 from ninja.decorators import decorate_view
 from pydantic import ValidationError
 
+from conversations import knowledge_sources
 from conversations.api.docs import errors
 from conversations.api.params import DocumentId, KnowledgeBaseId, whole
 from conversations.api.routes_files import _streamed_upload
@@ -37,17 +36,11 @@ from conversations.api.schemas import (
 )
 from conversations.http import body
 from core.errors import ApplicationError
-from files.services import sanitize_name
-from files.uploads import file_max_bytes
 from knowledge import retrieval, selectors, services
 from knowledge.models import Document, KnowledgeBase
-from tools.builtin.web_fetch import ACCEPT, HTML_TYPES, html_to_markdown
-from tools.net.guard import NetPolicy, UnsafeURLError
-from tools.net.safehttp import FOLLOW, FetchError, safe_request
 
 router = Router(tags=["knowledge"])
 
-FETCH_TIMEOUT = 20.0
 MULTIPART = "multipart/form-data"
 
 
@@ -67,7 +60,6 @@ def _base(base: KnowledgeBase, user: Any, document_count: int | None = None) -> 
 
 def _document(document: Document) -> dict[str, Any]:
     return {
-        "vectors": bool(document.embedded_with),
         "id": document.pk,
         "name": document.name,
         "status": document.status,
@@ -75,48 +67,10 @@ def _document(document: Document) -> dict[str, Any]:
         "source_url": document.source_url,
         "file_id": document.file_id,
         "chunk_count": document.chunk_count,
+        "vectors": bool(document.embedded_with),
         "created_at": document.created_at,
         "indexed_at": document.indexed_at,
     }
-
-
-def _refused(message: str) -> ApplicationError:
-    return ApplicationError(message, extra={"url": [message]})
-
-
-def _fetched(url: str) -> SimpleUploadedFile:
-    """The page at ``url`` as a file to store: HTML as Markdown under its title, anything
-    else as its bytes (``files.services.store`` decides what they are)."""
-    if urlsplit(url).scheme not in ("http", "https"):
-        raise _refused("Give an http:// or https:// URL.")
-    limit = file_max_bytes()
-    try:
-        response = async_to_sync(safe_request)(
-            "GET", url, policy=NetPolicy(), max_bytes=limit, timeout=FETCH_TIMEOUT,
-            headers={"Accept": ACCEPT}, cross_origin=FOLLOW,
-        )  # fmt: skip
-    except UnsafeURLError as exc:
-        raise _refused(f"This URL is refused: {exc}") from None
-    except FetchError as exc:
-        raise _refused(f"The page could not be fetched: {exc}") from None
-    if response.status_code >= 400:
-        raise _refused(f"The page answered HTTP {response.status_code}.")
-    if response.truncated:
-        raise _refused("The page is larger than the file size limit.")
-    where = urlsplit(response.url)
-    last = where.path.rstrip("/").rpartition("/")[2]
-    if response.content_type in HTML_TYPES:
-        title, markdown = html_to_markdown(response.content, response.charset)
-        name = sanitize_name(title or f"{where.hostname}{where.path}".rstrip("/"))
-        text = f"# {title}\n\n{markdown}" if title else markdown
-        return SimpleUploadedFile(
-            name if name.endswith(".md") else name + ".md", text.encode(), "text/markdown"
-        )
-    return SimpleUploadedFile(
-        sanitize_name(last or where.hostname or "page"),
-        response.content,
-        response.content_type or "application/octet-stream",
-    )
 
 
 @router.post(
@@ -195,8 +149,7 @@ def knowledge_document_add(request: HttpRequest, base_id: KnowledgeBaseId):
         except ValidationError:
             message = "Send JSON {\"url\": ...} or a multipart upload in the field 'file'."
             raise ApplicationError(message, extra={"url": [message]}) from None
-        url = payload.url.strip()
-        document = services.document_add(base, _fetched(url), source_url=url)
+        document = knowledge_sources.document_add_from_url(base, payload.url)
     return Status(201, {"id": document.pk, "name": document.name, "status": document.status})
 
 

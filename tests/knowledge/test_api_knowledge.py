@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import Group
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from conversations.api import routes_knowledge
+from conversations import knowledge_sources
 from files.models import StoredFile
 from knowledge import indexing, selectors
 from knowledge.models import Document, KnowledgeBase
@@ -109,7 +109,7 @@ def test_a_url_is_fetched_through_the_guard_and_kept_as_markdown(api, user, monk
         headers = httpx.Headers({"content-type": "text/html; charset=utf-8"})
         return FetchedResponse(url, 200, headers, html, False)
 
-    monkeypatch.setattr(routes_knowledge, "safe_request", fetched)
+    monkeypatch.setattr(knowledge_sources, "safe_request", fetched)
     added = api.post(path, {"url": "https://example.org/leave"})
     assert added.status_code == 201, added.content
     document = Document.objects.get(pk=added.json()["id"])

@@ -1,0 +1,108 @@
+// A knowledge base's page (templates/knowledge/detail.html): files chosen with the upload
+// form or dropped on it are sent one per request to the form's action (so each has the
+// whole size limit and its own refusal), in turn. Each answer is the documents' list,
+// swapped in with htmx (which then polls it while a document indexes), plus the file's
+// refusal, if any, added beside the upload field. Without this file the form posts all
+// the files at once and the page comes back.
+(function () {
+  "use strict";
+
+  function uploadFormOf(node) {
+    return node instanceof Element ? node.closest("form[data-knowledge-upload]") : null;
+  }
+
+  function say(form, text) {
+    const status = form.querySelector("#upload-status");
+    if (status) status.textContent = text;
+  }
+
+  // An answer of the page's own: 200 (added) or 422 (refused, the reason in it).
+  const FRAGMENT_STATUSES = [200, 422];
+
+  function refused(form, file, reason) {
+    const item = document.createElement("li");
+    item.textContent = file.name + ": " + reason;
+    form.querySelector("#upload-errors").append(item);
+  }
+
+  // True once the file is added.
+  async function sendOne(form, file) {
+    const body = new FormData();
+    body.append("csrfmiddlewaretoken", form.querySelector("[name=csrfmiddlewaretoken]").value);
+    body.append("file", file, file.name);
+    let response;
+    let html;
+    try {
+      response = await fetch(form.action, {
+        method: "POST",
+        body: body,
+        credentials: "same-origin",
+        headers: { "HX-Request": "true" },
+      });
+      html = await response.text();
+    } catch (error) {
+      refused(form, file, "the upload was interrupted; try again.");
+      return false;
+    }
+    if (!FRAGMENT_STATUSES.includes(response.status)) {
+      refused(form, file, "the upload failed (HTTP " + response.status + "); reload the page and try again.");
+      return false;
+    }
+    window.htmx.swap("#documents", html, { swapStyle: "outerHTML" });
+    return response.ok;
+  }
+
+  async function uploadAll(form, files) {
+    if (form.dataset.uploading === "1") return;
+    const list = Array.from(files);
+    if (!list.length) {
+      say(form, "Choose one or more files first.");
+      return;
+    }
+    form.dataset.uploading = "1";
+    form.querySelector("#upload-errors").replaceChildren();
+    const button = form.querySelector("button[type=submit]");
+    if (button) button.disabled = true;
+    let added = 0;
+    try {
+      for (let n = 0; n < list.length; n++) {
+        say(form, "Uploading " + (n + 1) + " of " + list.length + ": " + list[n].name + "…");
+        if (await sendOne(form, list[n])) added += 1;
+      }
+      say(form, "Added " + added + " of " + list.length + " file" + (list.length === 1 ? "" : "s") + ".");
+    } finally {
+      form.reset();
+      if (button) button.disabled = false;
+      delete form.dataset.uploading;
+    }
+  }
+
+  document.addEventListener("submit", function (event) {
+    const form = uploadFormOf(event.target);
+    if (!form || !window.htmx) return; // no htmx: the plain post does it
+    event.preventDefault();
+    uploadAll(form, form.querySelector("input[type=file]").files);
+  });
+
+  document.addEventListener("dragover", function (event) {
+    const form = uploadFormOf(event.target);
+    if (form && event.dataTransfer && Array.from(event.dataTransfer.types).includes("Files")) {
+      event.preventDefault();
+      form.classList.add("dropping");
+    }
+  });
+  document.addEventListener("dragleave", function (event) {
+    const form = uploadFormOf(event.target);
+    if (form && !(event.relatedTarget instanceof Node && form.contains(event.relatedTarget))) {
+      form.classList.remove("dropping");
+    }
+  });
+  document.addEventListener("drop", function (event) {
+    const form = uploadFormOf(event.target);
+    if (form && window.htmx && event.dataTransfer && event.dataTransfer.files.length) {
+      event.preventDefault();
+      form.classList.remove("dropping");
+      uploadAll(form, event.dataTransfer.files);
+    }
+  });
+})();
