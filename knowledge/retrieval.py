@@ -1,6 +1,8 @@
 """Searching the bases a user may read: ranked by the database's full-text search, no
 model to download.
 
+English stop words are dropped from the query first (:mod:`knowledge.stopwords`).
+
 - SQLite: FTS5 (:mod:`knowledge.fulltext`, ``trigram`` tokenizer) ranked by ``bm25()``,
   the heading weighted twice the text. Each word of the query is one term, the terms
   OR'ed; a run of Chinese or Japanese longer than 3 characters is split into its
@@ -36,7 +38,7 @@ from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db import connection
 from django.db.models import F, Q, QuerySet
 
-from knowledge import cjk, selectors, vectors
+from knowledge import cjk, selectors, stopwords, vectors
 from knowledge.fulltext import FTS_TABLE
 from knowledge.models import Chunk, Document
 from llms.embeddings import EmbeddingError, active_embedder
@@ -67,7 +69,11 @@ class Hit:
 
 
 def _terms(query: str) -> list[str]:
-    return list(dict.fromkeys(WORD.findall(query.lower())))[:MAX_TERMS]
+    """The query's distinct words, less English stop words unless nothing else is left
+    (a search for "the who" still searches)."""
+    words = list(dict.fromkeys(WORD.findall(query.lower())))
+    meaningful = [word for word in words if word not in stopwords.ENGLISH]
+    return (meaningful or words)[:MAX_TERMS]
 
 
 def _trigram_terms(terms: Iterable[str]) -> list[str]:

@@ -63,13 +63,11 @@ class Embedder:
             response = client.post("embeddings", json=body)
         except httpx.HTTPError as exc:
             raise EmbeddingError(
-                f"The embedding model {self.model.model_id} did not answer "
-                f"({type(exc).__name__})."
+                f"The embedding model {self.model.model_id} did not answer ({type(exc).__name__})."
             ) from None
         if response.status_code != 200:
             raise EmbeddingError(
-                f"The embedding model {self.model.model_id} answered HTTP "
-                f"{response.status_code}."
+                f"The embedding model {self.model.model_id} answered HTTP {response.status_code}."
             )
         try:
             data = sorted(response.json()["data"], key=lambda item: item["index"])

@@ -186,9 +186,7 @@ class EmbeddingModelAdminForm(forms.ModelForm):
             batch_size=cleaned.get("batch_size") or 1,
         )
         try:
-            cleaned["dimensions"] = cleaned.get("dimensions") or embedding_model_check(
-                model=trial
-            )
+            cleaned["dimensions"] = cleaned.get("dimensions") or embedding_model_check(model=trial)
         except ApplicationError as exc:
             raise forms.ValidationError(exc.message) from None
         return cleaned

@@ -86,3 +86,18 @@ def test_a_shared_base_is_listed_once_for_several_groups(base, other_user) -> No
     other_user.groups.add(*groups)
     base.shared_groups.add(*groups)
     assert list(selectors.readable_bases(other_user)) == [base]
+
+
+def test_stop_words_do_not_outrank_the_words_that_matter(base) -> None:
+    add_indexed(
+        base,
+        "wordy.md",
+        "# Notes\n\nThere is more to do here than there was, and they say that it is what it "
+        "is; how they do it is their own affair, and the others do the same when they can.",
+    )
+    add_indexed(base, "parking.md", "# Parking\n\nPermits for the car park: ask reception.")
+    hits = retrieval.search(base.owner, [base.pk], "How do I get a parking permit?", k=5)
+    assert [hit.document_name for hit in hits] == ["parking.md"]
+    # A query of stop words alone still searches them.
+    found = retrieval.search(base.owner, [base.pk], "what is there", k=5)
+    assert found[0].document_name == "wordy.md"
