@@ -36,6 +36,12 @@ def pdf_with_text(pages: list[str]) -> bytes:
         )
         stream = f"BT /F1 12 Tf 72 720 Td ({_pdf_string(text)}) Tj ET".encode()
         objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
+    return pdf_document(objects)
+
+
+def pdf_document(objects: list[bytes]) -> bytes:
+    """A PDF file of these objects (numbered from 1, the first the catalog), with its
+    cross-reference table, as a PDF writer lays it out."""
     out = io.BytesIO()
     out.write(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
     offsets = []
