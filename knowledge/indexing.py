@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from asgiref.sync import sync_to_async
 from celery import current_app
 from django.conf import settings
-from django.db import close_old_connections, connection, transaction
+from django.db import DatabaseError, close_old_connections, connection, transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import RedisError
@@ -107,6 +107,12 @@ def _embed(pieces: list[chunking.Piece]) -> Embedded:
         found = embedder.embed([_embedding_text(piece) for piece in pieces])
     except EmbeddingError as exc:
         return Embedded(problem=f"{FULL_TEXT_ONLY}: {exc}")
+    try:
+        vectors.prepare(len(found[0]))
+    except DatabaseError as exc:
+        logger.warning("no table for vectors: %s", exc)
+        reason = "the database refused to create the table for vectors (see the log)"
+        return Embedded(problem=f"{FULL_TEXT_ONLY}: {reason}.")
     return Embedded(vectors=found, signature=embedder.signature)
 
 

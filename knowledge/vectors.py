@@ -31,7 +31,14 @@ from django.db import DatabaseError, connection, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import QuerySet
 
-__all__ = ["available", "load_sqlite_extension", "search", "store", "unavailable_reason"]
+__all__ = [
+    "available",
+    "load_sqlite_extension",
+    "prepare",
+    "search",
+    "store",
+    "unavailable_reason",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +103,14 @@ def _existing_tables() -> list[str]:
     ]
 
 
+def prepare(dimensions: int) -> None:
+    """Make sure vectors of this length have their table (dropping those of another),
+    before a transaction writes them: a refusal (``CREATE EXTENSION`` without the right,
+    say) is then a ``DatabaseError`` the caller can report, not a failed transaction."""
+    if _table(dimensions) not in _existing_tables():
+        _create(dimensions)
+
+
 def _create(dimensions: int) -> None:
     table = _table(dimensions)
     with connection.cursor() as cursor:
@@ -138,13 +153,11 @@ def _literal(vector: Sequence[float]) -> str:
 
 
 def store(rows: Sequence[tuple[int, Sequence[float]]]) -> None:
-    """Write ``(chunk id, vector)`` rows (all of one length), replacing a chunk's old one."""
+    """Write ``(chunk id, vector)`` rows (all of one length, whose table :func:`prepare`
+    made), replacing a chunk's old one."""
     if not rows:
         return
-    dimensions = len(rows[0][1])
-    table = _table(dimensions)
-    if table not in _existing_tables():
-        _create(dimensions)
+    table = _table(len(rows[0][1]))
     ids = [chunk_id for chunk_id, _ in rows]
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
