@@ -249,7 +249,7 @@ def conversation_knowledge(request: HttpRequest, conversation_id: int) -> HttpRe
             if error:
                 flash.error(request, error)
             return redirect("conversation_detail", conversation_id=conversation.pk)
-    attached = list(conversation.knowledge.all())
+    attached = list(selectors.conversation_knowledge(conversation=conversation, user=request.user))
     readable = list(knowledge_selectors.readable_bases(request.user))
     context = {
         "conversation": conversation,

@@ -11,6 +11,7 @@ from django.shortcuts import get_object_or_404
 from conversations.history.numbering import last_event_seq_of
 from conversations.history.tree import RunTree, path_filter
 from conversations.models import Conversation, Message, Run, RunEvent
+from knowledge import selectors as knowledge_selectors
 
 Entry = tuple[int, int, str, dict[str, Any]]  # (seq, run_id, channel, payload)
 
@@ -35,6 +36,12 @@ def conversation_owned(*, user_id: int | None, conversation_id: int) -> bool:
     return (
         bool(user_id) and Conversation.objects.filter(pk=conversation_id, owner_id=user_id).exists()
     )
+
+
+def conversation_knowledge(*, conversation: Conversation, user) -> QuerySet:
+    """The knowledge bases attached to the conversation that ``user`` may still read (a
+    base unshared since is neither searched nor shown)."""
+    return knowledge_selectors.readable_bases(user).filter(conversations=conversation.pk)
 
 
 def conversation_tree(*, conversation: Conversation) -> RunTree:

@@ -88,6 +88,7 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
         "models": models_for_user(user=request.user),
         "modes": AgentMode.choices,
         "current_id": conversation.pk,  # highlighted in the sidebar
+        "attached": selectors.conversation_knowledge(conversation=conversation, user=request.user),
     }
     return render(request, "conversations/detail.html", context | _sidebar_context(request))
 

@@ -281,6 +281,14 @@ def test_bases_are_attached_from_the_chat_header(
     assert f"No knowledge base {private.pk} that you may read." in text(refused)
     assert set(conversation.knowledge.all()) == {mine, shared_base}  # nothing changed
 
+    # A base unshared since is neither shown in the header nor listed as attached.
+    shared_base.shared_groups.clear()
+    shared_base.shared_with_everyone = False
+    shared_base.save()
+    chips = re.search(r'<ul id="knowledge-chips".*?</ul>', user_client.get(chat).text, re.DOTALL)
+    assert " ".join(re.sub(r"<[^>]+>", " ", chips.group(0)).split()) == "Handbook"
+    assert "Travel policy" not in text(user_client.get(control, headers=HTMX))
+
     cleared = user_client.post(control, {})  # a plain form post: back to the chat
     assert cleared.status_code == 302 and cleared["Location"] == chat
     assert not conversation.knowledge.exists()
