@@ -98,3 +98,84 @@ def test_vector_search_on_postgres(tmp_path) -> None:
     assert out["fused"][0] == "holidays.md"
     assert out["bob"] == ["secret.md"]  # alice's documents are not bob's to find
     assert out["rows"] == [3, 2]
+
+
+REFUSED_SCRIPT = textwrap.dedent(
+    """
+    import json
+    import os
+
+    from django.contrib.auth import get_user_model
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.db import connection
+
+    from files import services as file_services
+    from knowledge import indexing, retrieval, services, vectors
+    from knowledge.models import Document
+    from llms.models import EmbeddingModel, Provider
+
+    role = f"no_extensions_{os.getpid()}"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+        superuser = cursor.fetchone()[0]
+        if superuser:  # act as a role that may write the tables but not add extensions
+            cursor.execute(f"CREATE ROLE {role} NOSUPERUSER")
+            cursor.execute(f"GRANT ALL ON SCHEMA public TO {role}")
+            cursor.execute(f"GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}")
+            cursor.execute(f"GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role}")
+            cursor.execute(f"SET ROLE {role}")
+        cursor.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'")
+        installed = cursor.fetchone() is not None
+    try:
+        provider = Provider.objects.create(name="embed", base_url=os.environ["EMBED_URL"])
+        EmbeddingModel.objects.create(provider=provider, model_id="e", dimensions=256)
+        alice = get_user_model().objects.create_user(username="alice", password="pw-a-123")
+        base = services.base_create(alice, "Handbook")
+        text = "# Holidays\\n\\nEvery employee has twenty-five paid holidays."
+        stored = file_services.store(alice, SimpleUploadedFile("holidays.md", text.encode()))
+        document = Document.objects.create(base=base, file=stored, name=stored.name)
+        status = indexing.index_document(document.pk)
+        document.refresh_from_db()
+        hits = retrieval.search(alice, None, "paid holidays", k=5)
+        print(json.dumps({
+            "installed": installed,
+            "available": vectors.unavailable_reason() is None,
+            "status": status,
+            "error": document.error,
+            "embedded_with": document.embedded_with,
+            "found": [hit.document_name for hit in hits],
+        }))
+    finally:
+        if superuser:
+            with connection.cursor() as cursor:
+                cursor.execute("RESET ROLE")
+                cursor.execute(f"DROP OWNED BY {role}")
+                cursor.execute(f"DROP ROLE {role}")
+    """
+)
+
+
+def test_a_database_that_refuses_vectors_leaves_documents_found_by_full_text(tmp_path) -> None:
+    """pgvector present but CREATE EXTENSION refused (a role that is not a superuser), or
+    pgvector absent: either way the document is ready, found by full text, and its row
+    says why it has no vectors."""
+    with ScriptedServer() as embedder:
+        result = run_on_fresh_postgres(
+            tmp_path, REFUSED_SCRIPT, extra_env={"EMBED_URL": embedder.base_url}
+        )
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    if out["installed"]:
+        pytest.skip("the database given already has pgvector: nothing to refuse")
+    assert out["status"] == "ready" and out["found"] == ["holidays.md"]
+    assert out["embedded_with"] == ""
+    if out["available"]:  # pgvector is there: the role may not add it
+        assert out["error"] == (
+            "Found by full-text search only, without vectors: the database refused to "
+            "create the table for vectors (see the log)."
+        )
+    else:
+        assert out["error"] == (
+            "Found by full-text search only, without vectors: PostgreSQL has no pgvector "
+            "extension (package postgresql-NN-pgvector)."
+        )
