@@ -11,23 +11,24 @@ through the API of a running server.
 2. **20 MB uploads on a running server**: the embedded-mode server (daphne on SQLite, as
    ``tests.integration.stack.running_stack`` starts it, with ``DEBUG`` off as deployed;
    indexing runs in the server's runtime thread), an API token, a knowledge base. After
-   a warm-up (a small Markdown file and a small PDF uploaded, indexed and searched),
-   20 MB files are uploaded with ``POST /api/knowledge/{id}/documents`` (multipart,
-   streamed from disk) one after another: Markdown, PDF (uncompressed pages), then
-   each again (``--uploads`` rounds); after each the documents are listed until it
-   is ``ready`` and the base is searched. The server's RSS is read from
-   ``/proc/<pid>/status`` before, its peak during each upload and indexing (``VmHWM``
-   after a reset, and sampled every 20 ms), and after. The extraction keeps the first
-   2,000,000 characters of a file's text (``files.extraction.MAX_TEXT_CHARS``), so that
-   is what each file's indexing handles.
+   a warm-up (a small Markdown file and a small PDF uploaded, indexed and searched), 20
+   MB files are uploaded with ``POST /api/knowledge/{id}/documents`` (streamed from
+   disk; as a multipart form, as ``curl -F`` sends, and as the raw body named in
+   ``Content-Disposition``, as the site's pages send) one after another: Markdown, PDF
+   (uncompressed pages), then each again (``--uploads`` rounds); after each the
+   documents are listed until it is ``ready`` and the base is searched. The server's RSS
+   is read from ``/proc/<pid>/status`` before, its peak during each upload and indexing
+   (``VmHWM`` after a reset, and sampled every 20 ms), and after. The extraction keeps
+   the first 2,000,000 characters of a file's text
+   (``files.extraction.MAX_TEXT_CHARS``), so that is what each file's indexing handles.
 
     .venv/bin/python benchmarks/knowledge_memory.py [--pages 200] [--upload-mb 20]
-        [--uploads 2] [--skip-pdf] [--skip-server] [--no-form-parsing]
+        [--uploads 2] [--skip-pdf] [--skip-server] [--body multipart|raw|both]
         [--server-env NAME=VALUE ...] [--json FILE]
 
-``--no-form-parsing`` runs the uploads a second time on a server whose requests have
-Twisted's POST form parsing switched off (``parsePOSTFormSubmission=False``), the cause of
-most of the server's peak (see docs/performance.md).
+``--body both`` (the default) runs the uploads on two fresh servers, once each way:
+Twisted, under daphne, parses a multipart POST body in memory before the application
+sees it (see docs/performance.md), a raw body never.
 """
 
 from __future__ import annotations
@@ -206,35 +207,27 @@ def _wait_ready(api: httpx.Client, base_id: int, document_id: int, timeout: floa
     raise TimeoutError(f"document {document_id} not indexed within {timeout} s")
 
 
-WRAP = "--serve-without-form-parsing"
+def raw_body(name: str) -> dict[str, str]:
+    """The headers of a file sent as the request's body, as static/js/attach.js sends."""
+    return {
+        "Content-Type": "application/octet-stream",
+        "Content-Disposition": f'attachment; filename="{name}"',
+    }
 
 
-def serve_without_form_parsing(args: list[str]) -> None:
-    """``PYTHON -m MODULE ARGS`` run in this process, daphne's requests made with Twisted's
-    ``parsePOSTFormSubmission=False`` (``twisted.web.http.Request``'s documented switch:
-    otherwise Twisted parses every multipart POST body into ``request.args``, which daphne
-    never reads, through the email package). For ``--no-form-parsing``: what that change
-    to the server would give."""
-    import runpy
-
-    from daphne import http_protocol
-
-    original = http_protocol.WebRequest.__init__
-
-    def init(self: Any, *a: Any, **kw: Any) -> None:
-        kw.setdefault("parsePOSTFormSubmission", False)
-        original(self, *a, **kw)
-
-    http_protocol.WebRequest.__init__ = init
-    assert args[1] == "-m", args
-    sys.argv = [args[2], *args[3:]]
-    runpy.run_module(args[2], run_name="__main__", alter_sys=True)
+def upload(
+    api: httpx.Client, base_id: int, name: str, data: Any, kind: str, body: str
+) -> httpx.Response:
+    path = f"/api/knowledge/{base_id}/documents"
+    if body == "raw":
+        return api.post(path, content=data, headers=raw_body(name))
+    return api.post(path, files={"file": (name, data, kind)})
 
 
 def server_uploads(
-    size_mb: int, rounds: int, form_parsing: bool = True, env: dict[str, str] | None = None
+    size_mb: int, rounds: int, body: str, env: dict[str, str] | None = None
 ) -> dict[str, Any]:
-    from tests.integration.stack import PYTHON, running_stack
+    from tests.integration.stack import running_stack
 
     out: dict[str, Any] = {"uploads": []}
     with scratch() as work:
@@ -245,11 +238,9 @@ def server_uploads(
             pdf = work / f"scan-{n}.pdf"
             pdf.write_bytes(big_pdf_of_size(size_mb * MB, seed=200 + n))
             files += [(markdown, "text/markdown"), (pdf, "application/pdf")]
-        prefix = [] if form_parsing else [PYTHON, str(SCRIPT), WRAP]
         with running_stack(
             mode="embedded",
             setup_extra=SETUP_TOKEN,
-            daphne_prefix=prefix,
             extra_env={"DEBUG": "false", **(env or {})},  # DEBUG keeps every query's SQL
         ) as stack:
             pid = stack.daphne.pid
@@ -266,9 +257,7 @@ def server_uploads(
                 ("warm.md", big_markdown(30_000, seed=1), "text/markdown"),
                 ("warm.pdf", big_pdf(2, seed=2), "application/pdf"),
             ):
-                added = api.post(
-                    f"/api/knowledge/{base_id}/documents", files={"file": (name, data, kind)}
-                )
+                added = upload(api, base_id, name, data, kind, body)
                 assert added.status_code == 201, added.text
                 _wait_ready(api, base_id, added.json()["id"])
             api.get(f"/api/knowledge/{base_id}/search", params={"q": "on-call policy"})
@@ -278,10 +267,7 @@ def server_uploads(
                 with peak_of(pid) as figures:
                     with path.open("rb") as handle:
                         started = time.perf_counter()
-                        added = api.post(
-                            f"/api/knowledge/{base_id}/documents",
-                            files={"file": (path.name, handle, kind)},
-                        )
+                        added = upload(api, base_id, path.name, handle, kind, body)
                         figures["upload_s"] = time.perf_counter() - started
                     assert added.status_code == 201, added.text[:500]
                     document = _wait_ready(api, base_id, added.json()["id"])
@@ -320,9 +306,10 @@ def main() -> None:
     parser.add_argument("--skip-pdf", action="store_true")
     parser.add_argument("--skip-server", action="store_true")
     parser.add_argument(
-        "--no-form-parsing",
-        action="store_true",
-        help="also run the uploads with Twisted's POST form parsing off in the server",
+        "--body",
+        choices=("multipart", "raw", "both"),
+        default="both",
+        help="how the files are sent: a multipart form, the raw body, or each on its server",
     )
     parser.add_argument(
         "--server-env",
@@ -333,9 +320,6 @@ def main() -> None:
     )
     parser.add_argument("--json", help="write the figures to this file")
     parser.add_argument("--child", nargs=1, help=argparse.SUPPRESS)
-    if sys.argv[1:2] == [WRAP]:
-        serve_without_form_parsing(sys.argv[2:])
-        return
     args = parser.parse_args()
     if args.child:
         child(args.child[0])
@@ -359,18 +343,14 @@ def main() -> None:
             f"(peaks: VmHWM after a reset: {add['hwm_reset']}; sampled every 20 ms: "
             f"{mib(add['sampled_peak_kb']):.0f} / {mib(index['sampled_peak_kb']):.0f} MiB)"
         )
-    servers = [] if args.skip_server else [("server", True)]
-    if args.no_form_parsing:
-        servers.append(("server_without_form_parsing", False))
-    for key, form_parsing in servers:
+    bodies = ("multipart", "raw") if args.body == "both" else (args.body,)
+    for body in [] if args.skip_server else bodies:
         log(
             f"\n== {args.upload_mb} MB uploads through the API, embedded server (daphne, "
-            "SQLite)"
-            + ("" if form_parsing else ", Twisted's POST form parsing off")
-            + "".join(f", {item}" for item in args.server_env)
+            f"SQLite), {body} bodies" + "".join(f", {item}" for item in args.server_env)
         )
         env = dict(item.split("=", 1) for item in args.server_env)
-        server = results[key] = server_uploads(args.upload_mb, args.uploads, form_parsing, env)
+        server = results[f"server_{body}"] = server_uploads(args.upload_mb, args.uploads, body, env)
         log(
             f"server RSS: started {mib(server['started_kb']):.0f} MiB, after the warm-up "
             f"{mib(server['warm_kb']):.0f} MiB, 5 s after the last upload "

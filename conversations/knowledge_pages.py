@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages as flash
+from django.core.files.uploadedfile import UploadedFile
 from django.db.models import F, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -23,7 +24,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from conversations import knowledge_sources, selectors, services
 from core.errors import ApplicationError
-from files import uploads
+from files import raw_uploads, uploads
 from knowledge import selectors as knowledge_selectors
 from knowledge import services as knowledge_services
 from knowledge.models import Document, KnowledgeBase
@@ -108,14 +109,23 @@ def knowledge_upload(request: HttpRequest, base_id: int) -> HttpResponse:
 @csrf_protect
 def _upload(request: HttpRequest, base_id: int) -> HttpResponse:
     base = _writable(request, base_id)
+    if raw_uploads.is_raw(request):  # one file as the body: what knowledge.js sends
+        with raw_uploads.raw_file(request) as uploaded:
+            return _upload_answer(request, base, _added(base, [uploaded]))
     files = request.FILES.getlist("file")
-    errors = [] if files else ["Choose one or more files to add."]
+    errors = _added(base, files) if files else ["Choose one or more files to add."]
+    return _upload_answer(request, base, errors)
+
+
+def _added(base: KnowledgeBase, files: list[UploadedFile]) -> list[str]:
+    """Each file kept and queued for indexing; the refusals, each with its file's name."""
+    errors = []
     for uploaded in files:
         try:
             knowledge_services.document_add(base, uploaded)
         except ApplicationError as exc:
             errors.append(f"{uploaded.name}: {exc.message}")
-    return _upload_answer(request, base, errors)
+    return errors
 
 
 def _upload_answer(request: HttpRequest, base: KnowledgeBase, errors: list[str]) -> HttpResponse:

@@ -23,6 +23,7 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.db.models import ProtectedError, RestrictedError
 
+from core import memory
 from core.errors import ApplicationError
 from files import detection, extraction
 from files.models import StoredFile
@@ -44,6 +45,8 @@ logger = logging.getLogger(__name__)
 NAME_MAX_CHARS = 255  # StoredFile.name's column
 EXTENSION_MAX_CHARS = 16
 FALLBACK_NAME = "file"
+# A file at least this large has its extraction's memory handed back to the system.
+RELEASE_MEMORY_AFTER_BYTES = 1024 * 1024
 # Characters no file name on a common system may hold, or that would confuse a download.
 _FORBIDDEN = re.compile(r'[<>:"/\\|?*]')
 
@@ -108,7 +111,13 @@ def store(owner: Any, uploaded: UploadedFile) -> StoredFile:
         raise ApplicationError(message, code="too_large", extra={"file": [message]})
     _check_quota(owner, uploaded.size)  # early: before reading the file
     detected = detection.detect(uploaded, name)
-    extracted = extraction.extract(uploaded, kind=detected.kind, content_type=detected.content_type)
+    try:
+        extracted = extraction.extract(
+            uploaded, kind=detected.kind, content_type=detected.content_type
+        )
+    finally:
+        if uploaded.size >= RELEASE_MEMORY_AFTER_BYTES:
+            memory.release()  # else the extraction's garbage stays in the server's heap
     stored = StoredFile(
         owner=owner,
         name=name,

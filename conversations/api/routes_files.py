@@ -4,13 +4,17 @@ the work; a file is its owner's only, 404 for anyone else).
 An upload streams: the size limit is enforced while the body is read
 (:mod:`files.uploads`, put first among the request's upload handlers before the front
 door can read the form), and a file over ``FILE_UPLOAD_MAX_MEMORY_SIZE`` goes to a
-temporary file, never to memory. The bytes are served as the artifacts are
+temporary file, never to memory. A file may also come as the request's whole body, named in its
+``Content-Disposition`` header (:mod:`files.raw_uploads`): daphne's HTTP layer parses a
+multipart body in memory, a raw one never is, so the site's own pages send files so.
+The bytes are served as the artifacts are
 (tools/views.py): a sandboxing Content-Security-Policy, ``nosniff``, a download for
 everything but images, which are shown inline (chips' previews).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -18,17 +22,19 @@ from typing import Any
 from csp.constants import NONE
 from csp.decorators import csp
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
+from django.core.files.uploadedfile import UploadedFile
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, UnreadablePostError
 from django.http.multipartparser import MultiPartParserError
 from django.urls import reverse
-from ninja import File, Router, Status, UploadedFile
+from ninja import Router, Status
 from ninja.decorators import decorate_view
 
 from conversations.api.docs import errors
 from conversations.api.params import FileId
 from conversations.api.schemas import FileDetail, FileUploaded
 from conversations.http.auth import json_error
-from files import selectors, services, uploads
+from core.errors import ApplicationError
+from files import raw_uploads, selectors, services, uploads
 from files.models import StoredFile
 
 router = Router(tags=["files"])
@@ -43,7 +49,42 @@ FILE_POLICY: dict[str, list[str]] = {
 TEXT_CHARSET = "; charset=utf-8"
 
 
-def _streamed_upload(run: Callable[..., Any]) -> Callable[..., Any]:
+UPLOAD_BODY = {
+    "required": True,
+    "content": {
+        "multipart/form-data": {
+            "schema": {
+                "type": "object",
+                "properties": {"file": {"type": "string", "format": "binary"}},
+                "required": ["file"],
+            }
+        },
+        "application/octet-stream": {
+            "schema": {
+                "type": "string",
+                "format": "binary",
+                "description": "The file itself, named in a `Content-Disposition: attachment; "
+                'filename="<name>"` header (any Content-Type but a form\'s). Never parsed in '
+                "memory: prefer it for large files.",
+            }
+        },
+    },
+}
+CONTENT_DISPOSITION = {
+    "name": "Content-Disposition",
+    "in": "header",
+    "required": False,
+    "description": 'With a raw body: `attachment; filename="report.pdf"` (or RFC 6266\'s '
+    "`filename*=UTF-8''...`).",
+    "schema": {"type": "string"},
+}
+UPLOAD_HOW = (
+    "Send the file as multipart/form-data in the field 'file', or as the request's body "
+    "named in a 'Content-Disposition: attachment; filename=\"<name>\"' header."
+)
+
+
+def streamed_upload(run: Callable[..., Any]) -> Callable[..., Any]:
     """Limit the upload before anything reads the body (the front door reads the form of
     a session request for its CSRF token), and answer a body that is not a readable
     multipart form with the API's 400 rather than Django's page."""
@@ -58,8 +99,7 @@ def _streamed_upload(run: Callable[..., Any]) -> Callable[..., Any]:
         except (MultiPartParserError, SuspiciousOperation, UnreadablePostError) as exc:
             return json_error(
                 400,
-                "The upload could not be read: send the file as multipart/form-data in the "
-                f"field 'file' ({exc}).",
+                f"The upload could not be read ({exc}). {UPLOAD_HOW}",
                 fields={"file": ["Unreadable upload."]},
             )
 
@@ -80,21 +120,37 @@ def _detail(file: StoredFile) -> dict[str, Any]:
     }
 
 
+def uploaded_file(request: HttpRequest) -> contextlib.AbstractContextManager[UploadedFile]:
+    """The request's file, a multipart field ``file`` or the raw body, refused with the
+    API's 400 naming ``file`` when there is neither."""
+    if raw_uploads.is_raw(request):
+        return raw_uploads.raw_file(request)
+    if request.content_type == "multipart/form-data":
+        raw_uploads.require_length(request)
+        uploaded = request.FILES.get("file")
+        if uploaded is not None:
+            return contextlib.nullcontext(uploaded)  # Django deletes it with the request
+    raise ApplicationError(UPLOAD_HOW, extra={"file": [UPLOAD_HOW]})
+
+
 @router.post(
     "/files",
     response={201: FileUploaded, **errors(400, 413)},
     operation_id="uploadFile",
-    summary="Upload a file (multipart/form-data, field `file`)",
+    summary="Upload a file (multipart field `file`, or the raw body with its name)",
     description="Text, Markdown, code, CSV, JSON, HTML (UTF-8), PDF, Word (.docx) and "
     "images (PNG, JPEG, WebP, GIF), recognised from the content (not the name or the "
     "Content-Type sent). 413 over `AGENTSITE_FILE_MAX_BYTES` (20 MiB) or your storage "
-    "quota; 400 for another type, a password-protected or unreadable document. Nothing is "
-    "kept of a refused upload.",
+    "quota; 400 for another type, a password-protected or unreadable document, or a body "
+    "that is neither a multipart form with `file` nor a named raw body. Nothing is kept "
+    "of a refused upload.",
     url_name="api_files",
+    openapi_extra={"requestBody": UPLOAD_BODY, "parameters": [CONTENT_DISPOSITION]},
 )
-@decorate_view(_streamed_upload)
-def file_upload(request: HttpRequest, response: HttpResponse, file: File[UploadedFile]):
-    stored = services.store(request.user, file)
+@decorate_view(streamed_upload)
+def file_upload(request: HttpRequest, response: HttpResponse):
+    with uploaded_file(request) as file:
+        stored = services.store(request.user, file)
     response["Location"] = reverse("api_file", args=[stored.pk])
     return Status(
         201,

@@ -25,7 +25,12 @@ from pydantic import ValidationError
 from conversations import knowledge_sources
 from conversations.api.docs import errors
 from conversations.api.params import DocumentId, KnowledgeBaseId, whole
-from conversations.api.routes_files import _streamed_upload
+from conversations.api.routes_files import (
+    CONTENT_DISPOSITION,
+    UPLOAD_HOW,
+    streamed_upload,
+    uploaded_file,
+)
 from conversations.api.schemas import (
     KnowledgeBaseCreate,
     KnowledgeBaseOut,
@@ -36,6 +41,7 @@ from conversations.api.schemas import (
 )
 from conversations.http import body
 from core.errors import ApplicationError
+from files import raw_uploads
 from knowledge import retrieval, selectors, services
 from knowledge.models import Document, KnowledgeBase
 
@@ -111,7 +117,8 @@ def knowledge_delete(request: HttpRequest, base_id: KnowledgeBaseId):
     "/knowledge/{id:base_id}/documents",
     response={201: KnowledgeDocumentAdded, **errors(400, 404, 413)},
     operation_id="addKnowledgeDocument",
-    summary="Add a document: upload it (multipart, field `file`) or give a URL (JSON `{url}`)",
+    summary="Add a document: upload it (multipart field `file`, or the raw body with its "
+    "name) or give a URL (JSON `{url}`)",
     description="The file is kept as one of your files (the upload limits and your storage "
     "quota apply) and indexed in the background: `status` starts `queued`; list the "
     "documents to see it become `ready` (or `failed`, with `error`). A URL is fetched "
@@ -127,27 +134,33 @@ def knowledge_delete(request: HttpRequest, base_id: KnowledgeBaseId):
                         "required": ["file"],
                     }
                 },
+                "application/octet-stream": {
+                    "schema": {
+                        "type": "string",
+                        "format": "binary",
+                        "description": "The file itself, named in a `Content-Disposition: "
+                        'attachment; filename="<name>"` header, as for `POST /api/files`.',
+                    }
+                },
                 "application/json": {
                     "schema": {"$ref": "#/components/schemas/KnowledgeDocumentFromUrl"}
                 },
             },
-        }
+        },
+        "parameters": [CONTENT_DISPOSITION],
     },
 )
-@decorate_view(_streamed_upload)
+@decorate_view(streamed_upload)
 def knowledge_document_add(request: HttpRequest, base_id: KnowledgeBaseId):
     base = selectors.base_get_writable(request.user, base_id)
-    if request.content_type == MULTIPART:
-        uploaded = request.FILES.get("file")
-        if uploaded is None:
-            message = "Send the file in the multipart field 'file'."
-            raise ApplicationError(message, extra={"file": [message]})
-        document = services.document_add(base, uploaded)
+    if request.content_type == MULTIPART or raw_uploads.is_raw(request):
+        with uploaded_file(request) as uploaded:
+            document = services.document_add(base, uploaded)
     else:
         try:
             payload = KnowledgeDocumentFromUrl.model_validate(body.read_json_object(request))
         except ValidationError:
-            message = "Send JSON {\"url\": ...} or a multipart upload in the field 'file'."
+            message = f'Send JSON {{"url": ...}} to add a page. {UPLOAD_HOW}'
             raise ApplicationError(message, extra={"url": [message]}) from None
         document = knowledge_sources.document_add_from_url(base, payload.url)
     return Status(201, {"id": document.pk, "name": document.name, "status": document.status})

@@ -1,6 +1,6 @@
 // Files for the message being written (issue 45): the composer's Attach button, files
 // dropped on the composer or pasted into the message box. Each is uploaded at once
-// (POST /api/files, the session's CSRF token), shown as a chip that can be removed, and
+// (POST /api/files, the file as the body, the session's CSRF token), shown as a chip that can be removed, and
 // sent with the message as a hidden `files` field; the server checks them again (owner,
 // type, a model with vision for images) and a refusal keeps the text and the chips.
 // Listeners sit on the document: the composer is swapped in by htmx.
@@ -18,6 +18,20 @@
       return "";
     }
   }
+
+  // A file sent as the request's whole body, named in Content-Disposition (RFC 6266):
+  // the server never parses it in memory, as it would a multipart form. knowledge.js
+  // uses it too.
+  function rawUploadHeaders(file) {
+    const name = encodeURIComponent(file.name).replace(/['()*]/g, function (c) {
+      return "%" + c.charCodeAt(0).toString(16).toUpperCase();
+    });
+    return {
+      "Content-Type": "application/octet-stream",
+      "Content-Disposition": "attachment; filename*=UTF-8''" + name,
+    };
+  }
+  window.agentsiteUploads = { rawUploadHeaders: rawUploadHeaders };
 
   function sizeWords(bytes) {
     if (bytes < 1024) return bytes + " B";
@@ -51,14 +65,12 @@
 
   function upload(form, file) {
     const shown = chip(form, file);
-    const body = new FormData();
-    body.append("file", file, file.name);
     form.dataset.uploading = String(Number(form.dataset.uploading || 0) + 1);
     fetch("/api/files", {
       method: "POST",
-      body: body,
+      body: file,
       credentials: "same-origin",
-      headers: { "X-CSRFToken": csrfToken() },
+      headers: Object.assign({ "X-CSRFToken": csrfToken() }, rawUploadHeaders(file)),
     })
       .then(function (response) {
         return response.json().then(function (data) { return { ok: response.ok, data: data }; });

@@ -1,6 +1,7 @@
 // A knowledge base's page (templates/knowledge/detail.html): files chosen with the upload
-// form or dropped on it are sent one per request to the form's action (so each has the
-// whole size limit and its own refusal), in turn. Each answer is the documents' list,
+// form or dropped on it are sent one per request to the form's action, each as the
+// request's body (so each has the whole size limit and its own refusal, and none is
+// parsed in the server's memory), in turn. Each answer is the documents' list,
 // swapped in with htmx (which then polls it while a document indexes), plus the file's
 // refusal, if any, added beside the upload field. Without this file the form posts all
 // the files at once and the page comes back.
@@ -27,17 +28,21 @@
 
   // True once the file is added.
   async function sendOne(form, file) {
-    const body = new FormData();
-    body.append("csrfmiddlewaretoken", form.querySelector("[name=csrfmiddlewaretoken]").value);
-    body.append("file", file, file.name);
+    const headers = Object.assign(
+      {
+        "HX-Request": "true",
+        "X-CSRFToken": form.querySelector("[name=csrfmiddlewaretoken]").value,
+      },
+      window.agentsiteUploads.rawUploadHeaders(file),
+    );
     let response;
     let html;
     try {
       response = await fetch(form.action, {
         method: "POST",
-        body: body,
+        body: file,
         credentials: "same-origin",
-        headers: { "HX-Request": "true" },
+        headers: headers,
       });
       html = await response.text();
     } catch (error) {

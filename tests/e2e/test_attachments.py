@@ -36,7 +36,9 @@ def test_a_text_file_and_a_pdf_go_with_the_question_and_stay_after_reload(
     llm.script("The notes list two fruits; the report is about figs.")
     new_conversation(chat_page)
     attach(chat_page, "notes.md", "text/markdown", b"- apple\n- pear\n")
-    attach(chat_page, "report.pdf", "application/pdf", pdf_with_text(["Figs grow in June."]))
+    # A name no header could carry as it is: the upload encodes it (RFC 6266).
+    report = "Rapport d'été (1).pdf"
+    attach(chat_page, report, "application/pdf", pdf_with_text(["Figs grow in June."]))
     chat_page.locator("#composer textarea").fill("What do these say?")
     chat_page.get_by_role("button", name="Send").click()
     wait_finished(chat_page, latest_run(chat_page))
@@ -45,13 +47,13 @@ def test_a_text_file_and_a_pdf_go_with_the_question_and_stay_after_reload(
     content = user_content(llm.requests()[-1])
     assert content.startswith("What do these say?")
     assert '<file name="notes.md"' in content and "- apple\n- pear" in content
-    assert '<file name="report.pdf"' in content and "Figs grow in June." in content
+    assert f'<file name="{report}"' in content and "Figs grow in June." in content
 
     chat_page.reload()
     chips = chat_page.locator("#messages .msg.user .file-chip")
     expect(chips).to_have_count(2)
     expect(chips.first).to_contain_text("notes.md")
-    expect(chips.nth(1)).to_contain_text("report.pdf")
+    expect(chips.nth(1)).to_contain_text(report)
 
 
 def test_an_image_needs_a_model_with_vision(chat_page: Page, llm: ScriptedLLM) -> None:
