@@ -39,6 +39,16 @@ class Conversation(models.Model):
     knowledge = models.ManyToManyField(
         "knowledge.KnowledgeBase", related_name="conversations", blank=True
     )
+    # What this chat's agent is told besides the user's instructions and the model's
+    # default (conversations.prompts says in which order).
+    system_prompt = models.TextField(blank=True)
+    # Sampling for this chat, within the model's limits (conversations.chat_settings):
+    # {"temperature", "top_p", "max_tokens"}, each optional; absent: the model's own.
+    params = models.JSONField(default=dict, blank=True)
+    # The tools offered in this chat, by name (null: every tool the user may use).
+    tools = models.JSONField(null=True, blank=True)
+    # A title the user gave (on create or by renaming) is never replaced by an automatic one.
+    title_by_user = models.BooleanField(default=False)
     # Hands out per-conversation message numbers under the row's lock
     # (conversations.history.numbering).
     last_message_seq = models.PositiveIntegerField(default=0)
@@ -364,3 +374,31 @@ class SharedLink(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+class UserSettings(models.Model):
+    """A user's own settings: custom instructions for every chat, interface language,
+    time zone and theme (``GET/PATCH /api/me/settings``, the Settings page)."""
+
+    class Theme(models.TextChoices):
+        SYSTEM = "system", "As the system"
+        LIGHT = "light", "Light"
+        DARK = "dark", "Dark"
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agentsite_settings"
+    )
+    instructions = models.TextField(blank=True)
+    # A code of settings.LANGUAGES; blank: from the browser's Accept-Language.
+    language = models.CharField(max_length=16, blank=True)
+    # An IANA zone name ("Europe/Paris"); blank: the server's TIME_ZONE.
+    timezone = models.CharField(max_length=64, blank=True)
+    theme = models.CharField(max_length=8, choices=Theme.choices, default=Theme.SYSTEM)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "user settings"
+        verbose_name_plural = "user settings"
+
+    def __str__(self) -> str:
+        return f"Settings of {self.user}"

@@ -159,6 +159,35 @@ class LLMModel(models.Model):
             "is chosen."
         ),
     )
+    system_prompt = models.TextField(
+        "default system prompt",
+        blank=True,
+        help_text="Told to the agent in every chat with this model, before the user's "
+        "instructions and the chat's own system prompt.",
+    )
+    temperature_min = models.FloatField(default=0.0, help_text="Lowest temperature a chat may set.")
+    temperature_max = models.FloatField(
+        default=2.0, help_text="Highest temperature a chat may set."
+    )
+    top_p_min = models.FloatField("top_p min", default=0.0)
+    top_p_max = models.FloatField("top_p max", default=1.0)
+    input_price = models.DecimalField(
+        "input price",
+        max_digits=12,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        help_text="Per million prompt tokens; empty: not priced.",
+    )
+    output_price = models.DecimalField(
+        "output price",
+        max_digits=12,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        help_text="Per million completion tokens; empty: not priced.",
+    )
+    currency = models.CharField(max_length=3, default="USD", help_text="ISO 4217 code.")
     roles = models.JSONField(default=list, blank=True)
     is_default = models.BooleanField("default", default=False)
     enabled = models.BooleanField(default=True)
@@ -339,6 +368,9 @@ class UsageRecord(models.Model):
     prompt_tokens = models.PositiveBigIntegerField(default=0)
     completion_tokens = models.PositiveBigIntegerField(default=0)
     total_tokens = models.PositiveBigIntegerField(default=0)
+    # What the tokens cost at the model's prices when they were used (null: not priced).
+    cost = models.DecimalField(max_digits=16, decimal_places=6, null=True, blank=True)
+    currency = models.CharField(max_length=3, blank=True)
     runs = models.PositiveIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
 
