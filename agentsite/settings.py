@@ -330,6 +330,9 @@ AGENTSITE_TRUSTED_PROXY_HOPS = env.int("AGENTSITE_TRUSTED_PROXY_HOPS", default=0
 AXES_CLIENT_IP_CALLABLE = "conversations.accounts.addresses.client_address"
 
 LANGUAGE_CODE = "en-us"
+# The interface's languages (a user picks one in Settings; the agent is told to answer in
+# it). English first: the fallback.
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文"), ("ja", "日本語")]
 TIME_ZONE = env.str("TIME_ZONE", default="UTC")
 USE_I18N = True
 USE_TZ = True

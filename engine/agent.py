@@ -21,10 +21,11 @@ call themselves).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,6 +138,9 @@ class _Run:
     # The first message of the run's trace: its question (or, resumed, the question of
     # the run it goes on from).
     trace_start: ChatMessage | None = None
+    # The mode's whole system prompt around the caller's part (rebuilt before each call
+    # when that part is a function).
+    system_for: Callable[[str | None], str] | None = None
 
 
 class ReActAgent:
@@ -153,7 +157,7 @@ class ReActAgent:
         *,
         use_native_tools: bool = True,
         max_iterations: int = 50,
-        system_prompt: str | None = None,
+        system_prompt: prompts.SystemPrompt = None,
         context_guard: ContextGuardLike | None = None,
         interrupt_queue: InterruptSource | None = None,
         on_event: EventCallback | None = None,
@@ -298,14 +302,18 @@ class ReActAgent:
         *,
         go_on: bool = False,
     ) -> list[ChatMessage]:
+        tools = run.tools
         if self._native_mode_active:
-            system = prompts.native_system_prompt(self.system_prompt)
+            run.system_for = prompts.native_system_prompt
         elif self.small_model:
-            system = prompts.small_json_system_prompt(
-                run.tools.to_small_catalog(), run.tools.examples(), self.system_prompt
+            run.system_for = functools.partial(
+                prompts.small_json_system_prompt, tools.to_small_catalog(), tools.examples()
             )
         else:
-            system = prompts.json_system_prompt(run.tools.to_prompt_catalog(), self.system_prompt)
+            run.system_for = functools.partial(
+                prompts.json_system_prompt, tools.to_prompt_catalog()
+            )
+        system = run.system_for(prompts.current_system_prompt(self.system_prompt))
         content: str | list[dict[str, Any]] = run.query
         if run.images:
             content = [{"type": "text", "text": run.query}, *run.images]
@@ -460,6 +468,7 @@ class ReActAgent:
         """One loop call, streamed: compaction first, one compact-and-retry on context
         overflow (reported before anything streams)."""
         await self._emit(ThinkingStart(iteration))
+        self._refresh_system_prompt(run)
         guard = self.context_guard
         if guard is not None:
             run.messages = await guard.check_and_compact(run.messages, hint="react_iteration")
@@ -478,6 +487,14 @@ class ReActAgent:
         run.usage = run.usage + response.usage
         run.unseen_injections.clear()
         return response
+
+    def _refresh_system_prompt(self, run: _Run) -> None:
+        """A system prompt given as a function is asked again before every call."""
+        if not callable(self.system_prompt) or run.system_for is None:
+            return
+        if run.messages and run.messages[0].role == "system":
+            text = run.system_for(prompts.current_system_prompt(self.system_prompt))
+            run.messages[0] = ChatMessage("system", text)
 
     async def _stream(
         self, run: _Run, presenter: NativeReplyPresenter | JsonReplyPresenter, **kwargs: Any

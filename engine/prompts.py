@@ -7,8 +7,8 @@ answer), so change them here and nowhere else.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeAlias
 
 from engine.outcomes import Step
 from engine.tools import ToolExample
@@ -21,6 +21,8 @@ __all__ = [
     "PARSE_FAILURE_SENTINEL",
     "SELECTION_SYSTEM_PROMPT",
     "SYNTHESIS_SYSTEM_PROMPT",
+    "SystemPrompt",
+    "current_system_prompt",
     "format_interrupt",
     "json_system_prompt",
     "max_iterations_answer",
@@ -33,6 +35,17 @@ __all__ = [
     "small_model_answer",
     "synthesis_user_prompt",
 ]
+
+# What an agent is told besides the engine's own rules: a text, or a function called
+# before every LLM call, for a prompt with parts that change while a run goes on (the
+# time of day, the tools on offer).
+SystemPrompt: TypeAlias = str | Callable[[], str] | None
+
+
+def current_system_prompt(system_prompt: SystemPrompt) -> str | None:
+    """The text of ``system_prompt`` now."""
+    return system_prompt() if callable(system_prompt) else system_prompt
+
 
 PARSE_FAILURE_SENTINEL = "(could not parse LLM output as JSON)"
 INTERRUPT_PREFIX = "[USER INTERRUPT]"

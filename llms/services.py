@@ -315,10 +315,15 @@ def role_assignment_set(*, role: str, group: Group | None, model: LLMModel) -> R
 # ------------------------------------------------------------------------------ builders
 
 
-def build_llm(*, model: LLMModel, max_retries: int | None = None) -> LLM:
-    """The engine LLM for a model row, by its provider's kind (no network until used)."""
+def build_llm(
+    *, model: LLMModel, max_retries: int | None = None, params: Mapping[str, Any] | None = None
+) -> LLM:
+    """The engine LLM for a model row, by its provider's kind (no network until used);
+    ``params`` (a chat's temperature, top_p, max_tokens) go with each of its requests."""
     provider = model.provider
-    return get_backend(provider.kind).build_llm(provider, model, max_retries=max_retries)
+    return get_backend(provider.kind).build_llm(
+        provider, model, max_retries=max_retries, params=params
+    )
 
 
 def model_registry_for_user(*, user: Any, default_model: LLMModel | None = None) -> ModelRegistry:

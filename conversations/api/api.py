@@ -35,6 +35,7 @@ from conversations.api import (
     routes_files,
     routes_knowledge,
     routes_runs,
+    routes_settings,
     routes_sharing,
 )
 from conversations.api.docs import API_DESCRIPTION, ERROR_RESPONSES
@@ -204,6 +205,7 @@ api.add_router("", routes_sharing.router)
 api.add_router("", routes_catalog.router)
 api.add_router("", routes_files.router)
 api.add_router("", routes_knowledge.router)
+api.add_router("", routes_settings.router)
 
 
 @api.get(

@@ -13,6 +13,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 
 from conversations import selectors
+from conversations.chat_settings import param_ranges
 from conversations.history.numbering import last_event_seq
 from conversations.history.tree import RunTree
 from conversations.models import CompactionSummary, Conversation, Message, Run, SharedLink
@@ -118,6 +119,9 @@ def conversation_detail_out(
     out["knowledge"] = [
         {"id": base.pk, "name": base.name} for base in conversation.knowledge.order_by("name")
     ]
+    out["system_prompt"] = conversation.system_prompt
+    out["params"] = conversation.params or {}
+    out["tools"] = conversation.tools
     prefetch_related_objects(messages, "attachments__file")
     out["messages"] = [message_out(m) for m in messages]
     out["runs"] = [
@@ -148,6 +152,10 @@ def model_out(model) -> dict[str, Any]:
         "context_window": model.context_window,
         "max_output_tokens": model.max_output_tokens,
         "roles": model.roles,
+        "params": {
+            name: {"min": allowed.low, "max": allowed.high}
+            for name, allowed in param_ranges(model).items()
+        },
     }
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from ninja import Router, Status
 
-from conversations import selectors, services
+from conversations import chat_settings, selectors, services
 from conversations.api.docs import EVENTS_DESCRIPTION, errors
 from conversations.api.lookups import model_for
 from conversations.api.outputs import conversation_detail_out, conversation_summary, events_url
@@ -78,9 +80,11 @@ def conversation_create(
     request: HttpRequest, response: HttpResponse, payload: ConversationCreateBody
 ):
     model = model_for(request.user, payload.model) if payload.model is not None else None
-    conversation = services.conversation_create(
-        owner=request.user, title=payload.title or "", model=model, mode=payload.mode or "react"
-    )
+    with transaction.atomic():  # created with all its settings, or not at all
+        conversation = services.conversation_create(
+            owner=request.user, title=payload.title or "", model=model, mode=payload.mode or "react"
+        )
+        _apply_chat_settings(request.user, conversation, payload, payload.model_fields_set)
     response["Location"] = reverse("api_conversation", args=[conversation.pk])
     return Status(201, conversation_detail_out(conversation))
 
@@ -103,7 +107,8 @@ def conversation_get(
     "/conversations/{id:conversation_id}",
     response={200: ConversationDetail, **errors(400, 404, 413)},
     operation_id="updateConversation",
-    summary="Rename, switch model or mode, attach knowledge bases, archive or restore",
+    summary="Rename, switch model or mode, attach knowledge bases, set the system prompt, "
+    "sampling parameters and tools, archive or restore",
 )
 def conversation_update(
     request: HttpRequest,
@@ -129,7 +134,27 @@ def conversation_update(
             services.conversation_set_knowledge(
                 conversation=conversation, user=request.user, base_ids=payload.knowledge or []
             )
+        _apply_chat_settings(request.user, conversation, payload, given)
     return conversation_detail_out(conversation, all_branches=branch == "all")
+
+
+def _apply_chat_settings(user: Any, conversation: Any, payload: Any, given: set[str]) -> None:
+    """The chat's system prompt, sampling parameters and tools, those the body gives."""
+    if "system_prompt" in given and payload.system_prompt is not None:
+        chat_settings.conversation_set_system_prompt(
+            conversation=conversation, system_prompt=payload.system_prompt
+        )
+    if "params" in given and payload.params is not None:
+        params = payload.params
+        chat_settings.conversation_set_params(
+            conversation=conversation,
+            user=user,
+            params={name: getattr(params, name) for name in params.model_fields_set},
+        )
+    if "tools" in given:
+        chat_settings.conversation_set_tools(
+            conversation=conversation, user=user, tools=payload.tools
+        )
 
 
 @router.delete(

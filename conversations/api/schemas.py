@@ -16,6 +16,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
+    StrictFloat,
     StrictInt,
     StrictStr,
     model_validator,
@@ -74,12 +75,34 @@ class Error(Schema):
 # ---------------------------------------------------------------------------- requests
 
 
+SYSTEM_PROMPT_DOC = (
+    "What the agent is told in this conversation, after the model's default prompt and "
+    "your instructions (GET/PATCH /api/me/settings)."
+)
+TOOLS_DOC = (
+    "The names of the tools offered in this conversation, from GET /api/tools; null: "
+    "every tool you may use."
+)
+
+
+class ChatParams(Forbid):
+    """Sampling for one conversation, each within its model's range (GET /api/models:
+    `params`); absent or null: the model's own."""
+
+    temperature: StrictFloat | None = None
+    top_p: StrictFloat | None = None
+    max_tokens: StrictInt | None = None
+
+
 class ConversationCreate(Forbid):
     title: StrictStr | None = Field(None, max_length=200)
     model: ModelId | None = Field(
         None, description="A model id from GET /api/models; default: the site default."
     )
     mode: OptionalMode = Field(None, description=MODE_DOC + " Default: react.")
+    system_prompt: StrictStr | None = Field(None, description=SYSTEM_PROMPT_DOC)
+    params: ChatParams | None = None
+    tools: list[StrictStr] | None = Field(None, description=TOOLS_DOC)
 
 
 ConversationCreateBody = _optional_body(ConversationCreate)
@@ -97,15 +120,23 @@ class ConversationChange(Forbid):
         description="Ids of the knowledge bases the agent searches in this conversation "
         "(yours or shared with you); [] detaches them all.",
     )
+    system_prompt: StrictStr = Field(None, description=SYSTEM_PROMPT_DOC)  # type: ignore[assignment]
+    params: ChatParams = Field(  # type: ignore[assignment]
+        None,
+        description="Merged into the conversation's: a parameter given null goes back to "
+        "the model's own.",
+    )
+    tools: list[StrictStr] | None = Field(None, description=TOOLS_DOC)
 
     @model_validator(mode="before")
     @classmethod
     def _something(cls, data: Any) -> Any:
         if data == {}:
+            fields = "title, model, mode, archived, knowledge, system_prompt, params or tools"
             raise PydanticCustomError(
                 "nothing_to_change",
-                "Send at least one of: title, model, mode, archived, knowledge.",
-                {"headline": "Nothing to change: send title, model, mode, archived or knowledge."},
+                f"Send at least one of: {fields}.",
+                {"headline": f"Nothing to change: send {fields}."},
             )
         return data
 
@@ -269,6 +300,12 @@ class ConversationDetail(Conversation):
     knowledge: list[KnowledgeRef] = Field(
         description="The knowledge bases the agent searches in this conversation."
     )
+    system_prompt: str = Field(description=SYSTEM_PROMPT_DOC)
+    params: dict[str, float | int] = Field(
+        description="The conversation's own sampling parameters (temperature, top_p, "
+        "max_tokens); one absent is the model's own."
+    )
+    tools: list[str] | None = Field(description=TOOLS_DOC)
     messages: list[MessageOut] = Field(
         description="The selected branch's messages (every message with `?branch=all`)."
     )
@@ -304,6 +341,11 @@ class ApprovalDecided(Schema):
     status: Literal["approved", "denied"]
 
 
+class ParamRangeOut(Schema):
+    min: float
+    max: float
+
+
 class ModelOut(Schema):
     id: int
     name: str
@@ -314,6 +356,10 @@ class ModelOut(Schema):
     context_window: int | None
     max_output_tokens: int | None
     roles: list[str]
+    params: dict[str, ParamRangeOut] = Field(
+        description="What a conversation with this model may set (PATCH "
+        "/api/conversations/<id> `params`): temperature, top_p, max_tokens."
+    )
 
 
 class ModelList(Schema):
@@ -510,3 +556,43 @@ class KnowledgeHit(Schema):
 class KnowledgeSearchResults(Schema):
     query: str
     results: list[KnowledgeHit]
+
+
+# ---------------------------------------------------------------------- your settings
+
+
+class UserSettingsOut(Schema):
+    instructions: str = Field(
+        description="Told to the agent in every conversation, after the model's default "
+        "prompt and before the conversation's own."
+    )
+    language: str = Field(
+        description="The interface's language and the one the agent answers in: en, "
+        "zh-hans or ja; empty: from the browser's Accept-Language."
+    )
+    timezone: str = Field(
+        description="An IANA zone name (the agent's clock, dates on the pages); empty: the "
+        "server's."
+    )
+    theme: Literal["system", "light", "dark"]
+
+
+class UserSettingsChange(Forbid):
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1})
+
+    instructions: StrictStr = None  # type: ignore[assignment]
+    language: StrictStr = None  # type: ignore[assignment]
+    timezone: StrictStr = None  # type: ignore[assignment]
+    theme: StrictStr = None  # type: ignore[assignment]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _something(cls, data: Any) -> Any:
+        if data == {}:
+            fields = "instructions, language, timezone or theme"
+            raise PydanticCustomError(
+                "nothing_to_change",
+                f"Send at least one of: {fields}.",
+                {"headline": f"Nothing to change: send {fields}."},
+            )
+        return data

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 
+from conversations.chat_settings import effective_params
 from conversations.history import compaction, traces
 from conversations.history.attachments import (
     conversation_file,
@@ -26,6 +27,7 @@ from conversations.history.attachments import (
     readable_file_ids,
     with_files,
 )
+from conversations.instructions import system_prompt_for
 from conversations.models import AgentMode, Message, Run
 from conversations.runs import handover, lifecycle
 from conversations.runs.agents import RunModels, agent_for, agent_run, run_models, trace_to_keep
@@ -130,6 +132,11 @@ class RunSetup:
     taken_in_before: list[int] = field(default_factory=list)
     # The question's images as image parts (a model with vision).
     images: list[dict[str, Any]] = field(default_factory=list)
+    # What the agent is told besides the engine's rules, rebuilt before each LLM call
+    # (conversations.instructions).
+    system_prompt: Any = None
+    # The chat's sampling parameters, as its LLM requests carry them (chat_settings).
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 class RunExecution:
@@ -287,11 +294,16 @@ class RunExecution:
         if trigger is None or run.conversation.last_message_seq > trigger.seq:
             setup.state = read_runs_state([self.run_id])[self.run_id]
         try:
-            setup.model, setup.llm, setup.registry = _build_agent_parts(run)
+            setup.model, setup.llm, setup.registry, setup.params = _build_agent_parts(run)
             if attached is not None and attached.images:
                 setup.images = _images_for(setup.model, attached.images)
             _offer_read_file(setup.registry, run)
             _offer_search_knowledge(setup.registry, run)
+            setup.system_prompt = system_prompt_for(
+                conversation=run.conversation,
+                model=setup.model,
+                tool_names=setup.registry.names(),
+            )
             # A trace goes on as the ReAct loop that wrote it; images go to a ReAct loop
             # (plan mode's planner and steps read text).
             setup.models = (
@@ -363,7 +375,8 @@ class RunExecution:
                 interrupt_queue=self.interrupts,
                 cancel=self.token,
                 context_guard=guard,
-                max_answer_tokens=setup.model.max_output_tokens,
+                max_answer_tokens=setup.params.get("max_tokens") or setup.model.max_output_tokens,
+                system_prompt=setup.system_prompt,
                 approver=RunApprover(self.run_id, self.control),
             )
             self.agent = agent
@@ -748,10 +761,11 @@ def _offer_search_knowledge(registry: Any, run: Run) -> None:
     )
 
 
-def _build_agent_parts(run: Run) -> tuple[Any, Any, Any]:
-    """The run's model row, LLM client and tool registry. The model is re-checked at run
-    start (an admin may have disabled it or changed its groups since it was picked); the
-    rows come from the configuration cache while the configuration is unchanged."""
+def _build_agent_parts(run: Run) -> tuple[Any, Any, Any, dict[str, Any]]:
+    """The run's model row, LLM client, tool registry and sampling parameters. The model
+    is re-checked at run start (an admin may have disabled it or changed its groups since
+    it was picked); the rows come from the configuration cache while the configuration
+    is unchanged. The chat's own settings narrow the tools and set the parameters."""
     user = run.conversation.owner
     # A regenerated answer may ask for another model than the conversation's.
     model_id = run.model_id or run.conversation.model_id
@@ -776,4 +790,8 @@ def _build_agent_parts(run: Run) -> tuple[Any, Any, Any]:
         )
     rows = cached(("tools", user.pk), lambda: tool_rows_for_user(user=user), token=token)
     context = ToolContext(user_id=user.pk, conversation_id=run.conversation_id, run_id=run.pk)
-    return model, build_llm(model=model), tools_for_user(user=user, context=context, rows=rows)
+    registry = tools_for_user(user=user, context=context, rows=rows)
+    if run.conversation.tools is not None:  # the chat offers only the tools it names
+        registry = registry.filter_by_names(run.conversation.tools)
+    params = effective_params(run.conversation, model)
+    return model, build_llm(model=model, params=params), registry, params

@@ -50,7 +50,7 @@ from engine.plan.config import PlanConfig
 from engine.plan.executor import PlanExecutor
 from engine.plan.planner import make_plan
 from engine.plan.results import ExecutionReport
-from engine.prompts import format_interrupt
+from engine.prompts import SystemPrompt, current_system_prompt, format_interrupt
 from engine.replies import AnswerOnPage
 from engine.streaming import CUT, StreamBroken, stream_reply
 from engine.tools import Tool, ToolRegistry
@@ -116,7 +116,7 @@ class PlanAgent:
         context_guard: ContextGuardLike | None = None,
         max_answer_tokens: int | None = None,
         approver: Approver | None = None,
-        system_prompt: str | None = None,
+        system_prompt: SystemPrompt = None,
         config: PlanConfig | None = None,
     ) -> None:
         self.registry = registry
@@ -184,7 +184,7 @@ class PlanAgent:
                 instructions=run.instructions,
                 latest_chars=self.config.replan_latest_chars,
                 older_chars=self.config.replan_older_chars,
-                system_prompt=self.system_prompt,
+                system_prompt=current_system_prompt(self.system_prompt),
                 cancel=self.cancel,
             )
             run.usage = run.usage + outcome.usage
@@ -280,7 +280,9 @@ class PlanAgent:
         )
         draft = run.analysis.final_answer if run.analysis is not None else ""
         messages: list[ChatMessage] = [
-            ChatMessage("system", prompts.answer_system_prompt(self.system_prompt)),
+            ChatMessage(
+                "system", prompts.answer_system_prompt(current_system_prompt(self.system_prompt))
+            ),
             *(m for m in run.history if m.role != "system"),
             ChatMessage(
                 "user",

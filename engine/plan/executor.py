@@ -57,6 +57,7 @@ from engine.plan.results import (
     ExecutionReport,
     StepResult,
 )
+from engine.prompts import SystemPrompt, current_system_prompt
 from engine.tools import ToolRegistry
 
 __all__ = ["RESULT_EVENT_CHARS", "PlanExecutor"]
@@ -272,7 +273,7 @@ class PlanExecutor:
         interrupt_queue: InterruptSource | None = None,
         approver: Approver | None = None,
         context_guard: ContextGuardLike | None = None,
-        system_prompt: str | None = None,
+        system_prompt: SystemPrompt = None,
     ) -> None:
         self.registry = registry
         self.tools = tools
@@ -284,6 +285,11 @@ class PlanExecutor:
         self.approver = approver
         self.context_guard = context_guard
         self.system_prompt = system_prompt
+
+    def _step_system_prompt(self) -> str:
+        """A step's system prompt, asked again before each of its calls (the caller's
+        part may change while the plan runs: its time of day)."""
+        return prompts.step_system_prompt(current_system_prompt(self.system_prompt))
 
     def llm_for(self, step: PlanStep) -> LLM:
         """The step's model: the one registered for its ``model_hint``, else the
@@ -461,7 +467,7 @@ class PlanExecutor:
             meter,
             self.tools.copy(),
             max_iterations=config.max_step_iterations,
-            system_prompt=prompts.step_system_prompt(self.system_prompt),
+            system_prompt=self._step_system_prompt,
             context_guard=self.context_guard,
             on_event=reporter.on_event,
             cancel=self.cancel,

@@ -10,6 +10,7 @@ The model field's choices are a callable, so adding a kind needs no migration.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -60,7 +61,12 @@ class ProviderBackend(Protocol):
     LABEL: str
 
     def build_llm(
-        self, provider: ProviderRow, model: ModelRow, *, max_retries: int | None = None
+        self,
+        provider: ProviderRow,
+        model: ModelRow,
+        *,
+        max_retries: int | None = None,
+        params: Mapping[str, Any] | None = None,
     ) -> LLM: ...
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from engine.llm.base import ChatDelta, ChatResponse, LLMError
@@ -67,7 +67,11 @@ class LocalServerLLM(OpenAICompatibleLLM):
 
 
 def build_llm(
-    provider: ProviderRow, model: ModelRow, *, max_retries: int | None = None
+    provider: ProviderRow,
+    model: ModelRow,
+    *,
+    max_retries: int | None = None,
+    params: Mapping[str, Any] | None = None,
 ) -> LocalServerLLM:
     """No network here: the server starts on the first request."""
     return LocalServerLLM(
@@ -79,6 +83,7 @@ def build_llm(
         default_params={
             "max_tokens": model.max_output_tokens or DEFAULT_MAX_TOKENS,
             "temperature": DEFAULT_TEMPERATURE,
+            **(params or {}),
         },
         transport=RuntimeConnections(),
     )

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from django.views.decorators.debug import sensitive_variables
 
 from engine.llm.openai import OpenAICompatibleLLM
@@ -14,7 +17,11 @@ DEFAULT_MAX_RETRIES = 3
 
 @sensitive_variables("api_key")
 def build_llm(
-    provider: ProviderRow, model: ModelRow, *, max_retries: int | None = None
+    provider: ProviderRow,
+    model: ModelRow,
+    *,
+    max_retries: int | None = None,
+    params: Mapping[str, Any] | None = None,
 ) -> OpenAICompatibleLLM:
     api_key = provider.api_key or None
     return OpenAICompatibleLLM(
@@ -25,5 +32,6 @@ def build_llm(
         timeout=float(provider.timeout),
         max_retries=DEFAULT_MAX_RETRIES if max_retries is None else max_retries,
         extra_headers=provider.extra_headers,
+        default_params=params,
         transport=RuntimeConnections(),
     )

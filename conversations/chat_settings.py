@@ -1,0 +1,170 @@
+"""A chat's own settings (issue 46): its system prompt, its sampling parameters within
+what the admin allows for its model, and the tools offered in it.
+
+Parameters are checked against the model the chat uses when they are set (a 400 naming
+the field and the allowed range), and clamped into that model's range again when a run
+starts: the admin may have narrowed it, or the chat moved to another model, since.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from conversations.models import Conversation
+from core.errors import ApplicationError
+from llms.models import LLMModel
+from llms.selectors import default_model_for_user
+from tools.services import tools_available_for_user
+
+__all__ = [
+    "PARAMS",
+    "ParamRange",
+    "conversation_set_params",
+    "conversation_set_system_prompt",
+    "conversation_set_tools",
+    "effective_params",
+    "param_ranges",
+    "tool_choices",
+]
+
+PARAMS = ("temperature", "top_p", "max_tokens")
+SYSTEM_PROMPT_MAX_CHARS = 20_000
+# A model row that says nothing of its output limit still bounds a chat's max_tokens.
+MAX_TOKENS_CEILING = 131_072
+
+
+@dataclass(frozen=True)
+class ParamRange:
+    low: float
+    high: float
+    integer: bool = False
+
+    def words(self) -> str:
+        if self.integer:
+            return f"{int(self.low):,} and {int(self.high):,}"
+        return f"{self.low:g} and {self.high:g}"
+
+    def clamp(self, value: float) -> float | int:
+        clamped = min(max(value, self.low), self.high)
+        return int(clamped) if self.integer else clamped
+
+
+def param_ranges(model: LLMModel | None) -> dict[str, ParamRange]:
+    """What a chat may set with ``model`` (the site's defaults without one)."""
+    if model is None:
+        return {
+            "temperature": ParamRange(0.0, 2.0),
+            "top_p": ParamRange(0.0, 1.0),
+            "max_tokens": ParamRange(1, MAX_TOKENS_CEILING, integer=True),
+        }
+    return {
+        "temperature": ParamRange(model.temperature_min, model.temperature_max),
+        "top_p": ParamRange(model.top_p_min, model.top_p_max),
+        "max_tokens": ParamRange(1, model.max_output_tokens or MAX_TOKENS_CEILING, integer=True),
+    }
+
+
+def _refuse(field: str, message: str) -> ApplicationError:
+    return ApplicationError(message, extra={field: [message]})
+
+
+def params_clean(params: Mapping[str, Any], model: LLMModel | None) -> dict[str, float | int]:
+    """``params`` checked for ``model``: known names, numbers, each in its range."""
+    unknown = sorted(set(params) - set(PARAMS))
+    if unknown:
+        raise _refuse(
+            "params",
+            f"Unknown parameter {', '.join(unknown)}: a chat sets temperature, top_p and "
+            "max_tokens.",
+        )
+    ranges = param_ranges(model)
+    for_model = f" for {model}" if model is not None else ""
+    cleaned: dict[str, float | int] = {}
+    for name in PARAMS:
+        value = params.get(name)
+        if value is None:
+            continue
+        allowed = ranges[name]
+        kind = "a whole number" if allowed.integer else "a number"
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise _refuse(f"params.{name}", f"{name} must be {kind}.")
+        if allowed.integer and not float(value).is_integer():
+            raise _refuse(f"params.{name}", f"{name} must be {kind}.")
+        if not allowed.low <= value <= allowed.high:
+            raise _refuse(
+                f"params.{name}",
+                f"{name} must be between {allowed.words()}{for_model} (got {value:g}).",
+            )
+        cleaned[name] = int(value) if allowed.integer else float(value)
+    return cleaned
+
+
+def _model_of(conversation: Conversation, user: Any) -> LLMModel | None:
+    return conversation.model or default_model_for_user(user=user)
+
+
+def conversation_set_params(
+    *, conversation: Conversation, user: Any, params: Mapping[str, Any]
+) -> Conversation:
+    """Merge ``params`` into the chat's (``None`` takes one back to the model's own), each
+    checked against the range of the model the chat uses."""
+    merged = {**conversation.params, **params}
+    cleaned = params_clean(
+        {k: v for k, v in merged.items() if v is not None}, _model_of(conversation, user)
+    )
+    conversation.params = cleaned
+    conversation.save(update_fields=["params", "updated_at"])
+    return conversation
+
+
+def effective_params(conversation: Conversation, model: LLMModel) -> dict[str, float | int]:
+    """The chat's parameters as a run sends them: clamped into ``model``'s range now."""
+    ranges = param_ranges(model)
+    out: dict[str, float | int] = {}
+    for name, value in (conversation.params or {}).items():
+        if name in ranges and isinstance(value, int | float) and not isinstance(value, bool):
+            out[name] = ranges[name].clamp(value)
+    return out
+
+
+def tool_choices(user: Any) -> list[dict[str, Any]]:
+    """The tools ``user`` may enable in a chat (name, description, server)."""
+    return tools_available_for_user(user=user)
+
+
+def conversation_set_tools(
+    *, conversation: Conversation, user: Any, tools: Iterable[str] | None
+) -> Conversation:
+    """Offer only ``tools`` in this chat (``None``: every tool the user may use)."""
+    if tools is None:
+        conversation.tools = None
+    else:
+        names = list(dict.fromkeys(tools))
+        allowed = {tool["name"] for tool in tool_choices(user)}
+        refused = [name for name in names if name not in allowed]
+        if refused:
+            choices = ", ".join(sorted(allowed)) or "none"
+            raise _refuse(
+                "tools",
+                f"Not a tool you may use: {', '.join(refused)}. Choose from: {choices}.",
+            )
+        conversation.tools = names
+    conversation.save(update_fields=["tools", "updated_at"])
+    return conversation
+
+
+def conversation_set_system_prompt(
+    *, conversation: Conversation, system_prompt: str
+) -> Conversation:
+    text = system_prompt.strip()
+    if len(text) > SYSTEM_PROMPT_MAX_CHARS:
+        raise _refuse(
+            "system_prompt",
+            f"A system prompt has at most {SYSTEM_PROMPT_MAX_CHARS:,} characters "
+            f"(this one has {len(text):,}).",
+        )
+    conversation.system_prompt = text
+    conversation.save(update_fields=["system_prompt", "updated_at"])
+    return conversation
