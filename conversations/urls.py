@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from django.urls import path
 
+from conversations import chat_settings_pages, settings_pages, views
 from conversations import knowledge_pages as knowledge
-from conversations import views
 from conversations.branches import views as branch_views
 from conversations.transfer import views as share_views
 
@@ -37,6 +37,11 @@ urlpatterns = [
         knowledge.conversation_knowledge,
         name="conversation_knowledge",
     ),
+    path(
+        "c/<id:conversation_id>/settings/",
+        chat_settings_pages.conversation_settings,
+        name="conversation_settings",
+    ),
     # Knowledge bases' pages (knowledge_pages.py); passages are agentsite/urls.py's
     path("knowledge/", knowledge.knowledge_list, name="knowledge_list"),
     path("knowledge/<id:base_id>/", knowledge.knowledge_detail, name="knowledge_detail"),
@@ -68,6 +73,7 @@ urlpatterns = [
     path(
         "c/<id:conversation_id>/share/", share_views.conversation_share, name="conversation_share"
     ),
+    path("settings/", settings_pages.settings_page, name="user_settings"),
     path("settings/shares/", share_views.share_list, name="share_list"),
     path("settings/shares/<id:share_id>/revoke/", share_views.share_revoke, name="share_revoke"),
     path("s/<str:token>/", share_views.shared_page, name="shared_page"),

@@ -237,6 +237,10 @@ class LLMModel(models.Model):
         roles = self.roles if isinstance(self.roles, list) else None
         if roles is None or any(role not in ROLES for role in roles):
             errors["roles"] = f"Roles must be a list drawn from: {', '.join(ROLES)}."
+        if not 0 <= self.temperature_min <= self.temperature_max:
+            errors["temperature_max"] = "The temperature range must run from 0 or more up."
+        if not 0 <= self.top_p_min <= self.top_p_max <= 1:
+            errors["top_p_max"] = "The top_p range must lie within 0 to 1, its lowest first."
         if errors:
             raise ValidationError(errors)
 

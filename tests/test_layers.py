@@ -49,6 +49,8 @@ CONVERSATION_ROOMS = (
     "live",
     "views",
     "knowledge_pages",
+    "settings_pages",
+    "chat_settings_pages",
     "api",
     "urls",
     "routing",
