@@ -93,6 +93,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "conversations.context_processors.preferences",
             ],
             "builtins": [
                 "template_partials.templatetags.partials",

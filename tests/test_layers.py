@@ -48,6 +48,7 @@ CONVERSATION_ROOMS = (
     "branches",
     "live",
     "views",
+    "context_processors",
     "knowledge_pages",
     "settings_pages",
     "chat_settings_pages",

@@ -108,3 +108,22 @@ def test_another_users_chat_panel_is_a_404(client, other_user, user) -> None:
     client.force_login(other_user)
     assert client.get(f"/c/{conversation.pk}/settings/", headers=HTMX).status_code == 404
     assert client.post(f"/c/{conversation.pk}/settings/", {}).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("theme", "root", "light_css", "dark_css"),
+    [
+        ("system", '<html lang="en">', 'a11y-light.min.css" media="not all and (prefers-color-scheme: dark)"',
+         'a11y-dark.min.css" media="(prefers-color-scheme: dark)"'),
+        ("dark", '<html lang="en" data-theme="dark">', None, 'a11y-dark.min.css">'),
+        ("light", '<html lang="en" data-theme="light">', 'a11y-light.min.css">', None),
+    ],
+)  # fmt: skip
+def test_the_chosen_theme_pins_the_pages_colours(
+    user_client, user, theme, root, light_css, dark_css
+) -> None:
+    user_settings.settings_update(user, theme=theme)
+    page = user_client.get("/").content.decode()
+    assert root in page
+    assert (light_css in page) if light_css else ("a11y-light" not in page)
+    assert (dark_css in page) if dark_css else ("a11y-dark" not in page)
