@@ -201,6 +201,10 @@ AGENTSITE_HTTP_THREADS = env.int("AGENTSITE_HTTP_THREADS", default=8)
 AGENTSITE_RUN_HEARTBEAT_SECONDS = env.float("AGENTSITE_RUN_HEARTBEAT_SECONDS", default=5.0)
 # A run still working after this many seconds is stopped and says so (0: no limit).
 AGENTSITE_RUN_DEADLINE_SECONDS = env.float("AGENTSITE_RUN_DEADLINE_SECONDS", default=600.0)
+# After a conversation's first answer, one small call to a model (the user's "fast" one,
+# else the answer's) titles it from the question, unless the user gave a title
+# (conversations/titles.py).
+AGENTSITE_AUTO_TITLES = env.bool("AGENTSITE_AUTO_TITLES", default=True)
 # A tool call waiting for the user's approval counts as denied after this long.
 AGENTSITE_APPROVAL_TIMEOUT_SECONDS = env.float("AGENTSITE_APPROVAL_TIMEOUT_SECONDS", default=300.0)
 # Python sandboxes (the python tool) running at once per process: the host's RAM for them

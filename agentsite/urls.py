@@ -9,6 +9,7 @@ from conversations.accounts.views import SignInView, SignOutView
 from conversations.api import token_pages
 from core import health, metrics
 from knowledge import views as knowledge_views
+from llms import views as usage_views
 from tools.markdown import views as markdown_views
 
 urlpatterns = [
@@ -33,6 +34,7 @@ urlpatterns = [
     path("artifacts/", include("tools.urls")),
     path("knowledge/passages/<id:chunk_id>/", knowledge_views.passage, name="knowledge_passage"),
     path("markdown/mermaid-frame/", markdown_views.mermaid_frame, name="mermaid_frame"),
+    path("usage/", usage_views.usage_page, name="usage"),
     path("settings/tokens/", token_pages.token_list, name="token_list"),
     path("settings/tokens/<id:token_id>/revoke/", token_pages.token_revoke, name="token_revoke"),
     path("", include("conversations.urls")),

@@ -131,3 +131,4 @@ class ExternalIdentityAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
+

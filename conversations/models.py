@@ -6,6 +6,7 @@ Business rules live in :mod:`conversations.services`; these classes only describ
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
@@ -18,6 +19,68 @@ class AgentMode(models.TextChoices):
     REACT = "react", "ReAct"
     PLAN = "plan", "Plan"
     AUTO = "auto", "Auto"
+
+
+class Folder(models.Model):
+    """A folder of the owner's conversations in the sidebar, inside at most one other
+    (``conversations.organise.folders`` and :meth:`clean` refuse a deeper one)."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_folders"
+    )
+    name = models.CharField(max_length=100)
+    # Deleting a folder deletes its sub-folders; their chats stay (Conversation.folder).
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [
+            # Two: a NULL parent is never equal to another in a unique constraint.
+            models.UniqueConstraint(
+                fields=["owner", "name"],
+                condition=models.Q(parent__isnull=True),
+                name="folder_name_top_level",
+            ),
+            models.UniqueConstraint(
+                fields=["owner", "parent", "name"], name="folder_name_in_parent"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        """One level of nesting, within the owner's folders (the admin's check)."""
+        parent = self.parent
+        if parent is None:
+            return
+        if parent.owner_id != self.owner_id or (self.pk and parent.pk == self.pk):
+            raise ValidationError({"parent": "Choose another folder of the same owner."})
+        if parent.parent_id is not None:
+            raise ValidationError({"parent": "A folder can only go one level deep."})
+        if self.pk and self.children.exists():
+            raise ValidationError({"parent": "A folder with sub-folders stays at the top."})
+
+
+class Tag(models.Model):
+    """A label the owner puts on conversations; ``key`` (the name case-folded in Python,
+    the same on SQLite and PostgreSQL) makes "Work" and "work" one tag."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_tags"
+    )
+    name = models.CharField(max_length=32)
+    key = models.CharField(max_length=100)  # casefold() may lengthen a name (ß: ss)
+
+    class Meta:
+        ordering = ["key", "id"]
+        constraints = [models.UniqueConstraint(fields=["owner", "key"], name="tag_key_per_owner")]
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class Conversation(models.Model):
@@ -39,6 +102,13 @@ class Conversation(models.Model):
     knowledge = models.ManyToManyField(
         "knowledge.KnowledgeBase", related_name="conversations", blank=True
     )
+    # The sidebar's organisation (conversations.organise): a folder, tags, and when it was
+    # pinned (pins list newest pin first; null: not pinned).
+    folder = models.ForeignKey(
+        Folder, null=True, blank=True, on_delete=models.SET_NULL, related_name="conversations"
+    )
+    tags = models.ManyToManyField(Tag, related_name="conversations", blank=True)
+    pinned_at = models.DateTimeField(null=True, blank=True)
     # What this chat's agent is told besides the user's instructions and the model's
     # default (conversations.prompts says in which order).
     system_prompt = models.TextField(blank=True)
@@ -402,3 +472,4 @@ class UserSettings(models.Model):
 
     def __str__(self) -> str:
         return f"Settings of {self.user}"
+

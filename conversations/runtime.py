@@ -17,6 +17,7 @@ from conversations.runs.launcher import RunTasks, Sweeper
 from conversations.runs.pacing import FramePacer
 from conversations.runs.publisher import EventWriter
 from conversations.runs.shutdown import Drained, drain
+from conversations.runs.titling import TitleTasks
 from core import runtime
 from core.graceful import Deadline, OpenClients
 from core.metrics import ProcessMetrics
@@ -44,6 +45,7 @@ def build(parts: Runtime, *, sweeps: bool = False) -> None:
     parts.add(LiveFrames())
     parts.add(OpenClients())
     parts.add(RunTasks())
+    parts.add(TitleTasks())  # closed before the runs: a title call cut keeps the title
     if sweeps:
         parts.add(Sweeper()).start(parts.loop)
 

@@ -11,18 +11,38 @@ from django.shortcuts import get_object_or_404
 from conversations.history.numbering import last_event_seq_of
 from conversations.history.tree import RunTree, path_filter
 from conversations.models import Conversation, Message, Run, RunEvent
+from conversations.organise.tags import tag_key
 from knowledge import selectors as knowledge_selectors
 
 Entry = tuple[int, int, str, dict[str, Any]]  # (seq, run_id, channel, payload)
 
 
-def conversation_list(*, user, search: str = "", archived: bool = False) -> QuerySet:
-    """The user's conversations, newest first, optionally filtered by title or content;
-    each with ``last_event_seq``, its highest event number."""
+NO_FOLDER = 0  # conversation_list's folder: in none (no folder's id is 0)
+
+
+def conversation_list(
+    *,
+    user,
+    search: str = "",
+    archived: bool = False,
+    tag: str = "",
+    folder: int | None = None,
+    pinned: bool | None = None,
+) -> QuerySet:
+    """The user's conversations, newest first, optionally filtered by title or content,
+    by a tag's name (any case), by folder (an id, or ``NO_FOLDER``; sub-folders' chats
+    are not their parent's) and by pin; each with ``last_event_seq``, its highest event
+    number."""
     qs = Conversation.objects.filter(owner=user, archived=archived)
     if search:
         qs = qs.filter(Q(title__icontains=search) | Q(messages__content__icontains=search))
         qs = qs.distinct()
+    if tag:
+        qs = qs.filter(tags__key=tag_key(tag))  # one tag per key: no row twice
+    if folder is not None:
+        qs = qs.filter(folder=folder) if folder != NO_FOLDER else qs.filter(folder__isnull=True)
+    if pinned is not None:
+        qs = qs.filter(pinned_at__isnull=not pinned)
     qs = qs.annotate(last_event_seq=last_event_seq_of("pk"))
     return qs.order_by("-updated_at", "-id")
 

@@ -59,19 +59,23 @@ def message_content_clean(content: str | None) -> str:
 def conversation_create(
     *, owner, title: str = "", model=None, mode: str = AgentMode.REACT
 ) -> Conversation:
+    """A new conversation; a title given here is the user's (no automatic one replaces it)."""
     if model is None:
         model = cached(("default-model", owner.pk), lambda: default_model_for_user(user=owner))
+    title = title.strip()[:200]
     return Conversation.objects.create(
-        owner=owner, title=title.strip()[:200], model=model, mode=mode_clean(mode)
+        owner=owner, title=title, title_by_user=bool(title), model=model, mode=mode_clean(mode)
     )
 
 
 def conversation_rename(*, conversation: Conversation, title: str) -> Conversation:
+    """The user's title: from now on no automatic title replaces it (conversations/titles.py)."""
     title = title.strip()
     if not title:
         raise ApplicationError("A title cannot be empty.", extra={"title": ["Required."]})
     conversation.title = title[:200]
-    conversation.save(update_fields=["title", "updated_at"])
+    conversation.title_by_user = True
+    conversation.save(update_fields=["title", "title_by_user", "updated_at"])
     return conversation
 
 

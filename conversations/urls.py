@@ -4,6 +4,7 @@ from django.urls import path
 
 from conversations import chat_settings_pages, settings_pages, views
 from conversations import knowledge_pages as knowledge
+from conversations import organise_pages as organise
 from conversations.branches import views as branch_views
 from conversations.transfer import views as share_views
 
@@ -20,6 +21,15 @@ urlpatterns = [
     path("c/<id:conversation_id>/delete/", views.conversation_delete, name="conversation_delete"),
     path("c/<id:conversation_id>/model/", views.conversation_model, name="conversation_model"),
     path("c/<id:conversation_id>/mode/", views.conversation_mode, name="conversation_mode"),
+    # The sidebar's folders, pins and tags (organise_pages)
+    path("c/folders/new/", organise.folder_create, name="folder_create"),
+    path("c/folders/<id:folder_id>/rename/", organise.folder_rename, name="folder_rename"),
+    path("c/folders/<id:folder_id>/delete/", organise.folder_delete, name="folder_delete"),
+    path(
+        "c/<id:conversation_id>/folder/", organise.conversation_folder, name="conversation_folder"
+    ),
+    path("c/<id:conversation_id>/pin/", organise.conversation_pin, name="conversation_pin"),
+    path("c/<id:conversation_id>/tags/", organise.conversation_tags, name="conversation_tags"),
     path("runs/<id:run_id>/cancel/", views.run_cancel, name="run_cancel"),
     path("runs/<id:run_id>/retry/", branch_views.run_retry, name="run_retry"),
     path("runs/<id:run_id>/resume/", branch_views.run_resume, name="run_resume"),

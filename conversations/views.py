@@ -20,7 +20,7 @@ from conversations.history.tree import Siblings
 from conversations.models import AgentMode
 from conversations.pages import timeline as page_timeline
 from conversations.pages.rendering import RunView, StepItem, render_run_block
-from conversations.pages.sidebar import sidebar_page
+from conversations.pages.sidebar import row_context, sidebar_context
 from conversations.pages.timeline import logged_run_view
 from conversations.runs import lifecycle
 from conversations.starting import conversation_start
@@ -103,12 +103,7 @@ def _new_chat(request: HttpRequest) -> HttpResponse:
 
 
 def _sidebar_context(request: HttpRequest) -> dict:
-    query = request.GET.get("q", "").strip()
-    archived = request.GET.get("archived") == "1"
-    page = sidebar_page(
-        user=request.user, search=query, archived=archived, cursor=request.GET.get("cursor", "")
-    )
-    return {"sidebar": page, "q": query, "archived": archived}
+    return sidebar_context(request.user, request.GET, request.COOKIES)
 
 
 @require_POST
@@ -201,7 +196,8 @@ def conversation_rename(request: HttpRequest, conversation_id: int) -> HttpRespo
             return _form_error(request, exc.message)
         flash.error(request, exc.message)
     if _from_sidebar(request):
-        html = render_to_string(f"{SIDEBAR}#row", {"conversation": conversation}, request)
+        context = {"conversation": conversation, **row_context(request.user)}
+        html = render_to_string(f"{SIDEBAR}#row", context, request)
         if _is_open(request, conversation):  # the chat's header shows the title too
             context = {"conversation": conversation, "oob": True}
             html += render_to_string(f"{PARTIALS}#title-input", context, request)

@@ -12,12 +12,14 @@ from django.contrib.auth.admin import GroupAdmin
 from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Sum
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.decorators import method_decorator
+from django.utils.http import content_disposition_header
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
@@ -56,6 +58,8 @@ from llms.services import (
     model_save,
     model_set_default,
 )
+from llms.usage import PERIODS, dashboard, period_days
+from llms.usage_export import csv_lines, filename
 
 # Secrets are posted by these forms: keep them out of error reports (DEBUG pages, mails).
 sensitive_form = method_decorator(sensitive_post_parameters())
@@ -148,6 +152,15 @@ class LLMModelAdmin(AuditedAdminMixin, admin.ModelAdmin):
                     "small",
                     "roles",
                 ]
+            },
+        ),
+        (
+            "Prices",
+            {
+                "fields": ["input_price", "output_price", "currency"],
+                "description": "Per million tokens, as the provider bills them. Each run's "
+                "cost is computed at the prices when it ends (usage pages, the usage "
+                "dashboard); leave both empty for a model that costs nothing known.",
             },
         ),
         ("Declared versus verified", {"fields": ["probe_result", "capabilities", "probed_at"]}),
@@ -393,6 +406,8 @@ class UsageRecordAdmin(admin.ModelAdmin):
         "completion_tokens",
         "total_tokens",
         "runs",
+        "cost",
+        "currency",
     ]
     list_filter = ["day", "model", ("user", admin.RelatedOnlyFieldListFilter)]
     list_select_related = ["user", "model"]
@@ -407,6 +422,49 @@ class UsageRecordAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # accounting is written by runs only; delete a row to forgive a day
+
+    # -- the dashboard (figures by day, user, group and model) and its CSV export
+
+    def get_urls(self):
+        prefix = f"{self.opts.app_label}_{self.opts.model_name}"
+        custom = [
+            path(
+                "dashboard/",
+                self.admin_site.admin_view(self.dashboard_view),
+                name=f"{prefix}_dashboard",
+            ),
+            path(
+                "dashboard/export.csv",
+                self.admin_site.admin_view(self.export_view),
+                name=f"{prefix}_export",
+            ),
+        ]
+        return custom + super().get_urls()
+
+    def dashboard_view(self, request: HttpRequest) -> HttpResponse:
+        """Everyone's usage over 7, 30 or 90 days (another ``days``: 30)."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        days = period_days(request.GET.get("days"), strict=False)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Usage dashboard",
+            "board": dashboard(days=days),
+            "periods": PERIODS,
+        }
+        return TemplateResponse(request, "admin/llms/usagerecord/dashboard.html", context)
+
+    def export_view(self, request: HttpRequest) -> HttpResponse:
+        """The period's usage rows as CSV: one per day, user and model."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        days = period_days(request.GET.get("days"), strict=False)
+        response = StreamingHttpResponse(csv_lines(days), content_type="text/csv; charset=utf-8")
+        name = filename(days, timezone.localdate())
+        response["Content-Disposition"] = content_disposition_header(True, name)
+        response["Cache-Control"] = "private, no-store"
+        return response
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None):
         response = super().changelist_view(request, extra_context)

@@ -8,6 +8,8 @@ keeps the stored value, a "clear" checkbox removes it (core/forms.py).
 from __future__ import annotations
 
 import json
+import re
+from decimal import Decimal
 from typing import Any
 
 from django import forms
@@ -153,6 +155,26 @@ class LLMModelAdminForm(forms.ModelForm):
     def clean_roles(self) -> list[str]:
         chosen = set(self.cleaned_data.get("roles") or ())
         return [role for role in ROLES if role in chosen]
+
+    # Prices: what runs cost is computed from them (llms.pricing), so nonsense is refused.
+
+    def _price(self, name: str) -> Decimal | None:
+        price = self.cleaned_data.get(name)
+        if price is not None and price < 0:
+            raise forms.ValidationError("A price cannot be negative (empty: not priced).")
+        return price
+
+    def clean_input_price(self) -> Decimal | None:
+        return self._price("input_price")
+
+    def clean_output_price(self) -> Decimal | None:
+        return self._price("output_price")
+
+    def clean_currency(self) -> str:
+        code = (self.cleaned_data.get("currency") or "").strip().upper()
+        if not re.fullmatch(r"[A-Z]{3}", code):
+            raise forms.ValidationError("Enter a three-letter ISO 4217 code, e.g. USD or EUR.")
+        return code
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()

@@ -15,7 +15,8 @@ from asgiref.sync import async_to_sync
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import DecimalField, F, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
 
@@ -34,6 +35,7 @@ from llms.models import (
     UsageRecord,
     default_declared_abilities,
 )
+from llms.pricing import Cost, Price, price_now
 from llms.probe import PROBE_TIMEOUT, ProbeReport, build_probe_llm, probe_llm
 from llms.providers import get_backend
 from llms.selectors import (
@@ -362,17 +364,22 @@ def usage_record(
     model: LLMModel | None,
     usage: Usage | Mapping[str, Any] | None,
     runs: int = 1,
-) -> None:
-    """Add tokens (and runs) to today's row of ``user`` x ``model``; safe under concurrency.
+    price: Price | None = None,
+) -> Cost | None:
+    """Add tokens, runs and their cost to today's row of ``user`` x ``model``; safe under
+    concurrency. Returns the cost added (None: the model is not priced).
 
-    An ``UPDATE ... SET total = total + n`` first; the row is created on the first use of
-    the day (a racing insert falls back to the update).
+    ``price`` is the model's prices as the caller read them, so that a run's own cost
+    and what it adds here are one number (:mod:`conversations.runs.lifecycle`); by
+    default they are read now. An ``UPDATE ... SET total = total + n`` first; the row is
+    created on the first use of the day (a racing insert falls back to the update).
     """
     spent = _as_usage(usage)
+    cost = (price or price_now(model=model)).cost(spent)
     day = timezone.localdate()
     with transaction.atomic(savepoint=False):  # the create below has its own savepoint
-        if _usage_add(user.pk, model, day, spent, runs):
-            return
+        if _usage_add(user.pk, model, day, spent, runs, cost):
+            return cost
         try:
             with transaction.atomic():
                 UsageRecord.objects.create(
@@ -382,23 +389,56 @@ def usage_record(
                     prompt_tokens=spent.prompt_tokens,
                     completion_tokens=spent.completion_tokens,
                     total_tokens=spent.total_tokens,
+                    cost=cost.amount if cost is not None else None,
+                    currency=cost.currency if cost is not None else "",
                     runs=runs,
                 )
         except IntegrityError:
-            _usage_add(user.pk, model, day, spent, runs)
+            _usage_add(user.pk, model, day, spent, runs, cost)
+    return cost
 
 
-def _usage_add(user_id: int, model: LLMModel | None, day: Any, spent: Usage, runs: int) -> bool:
-    """Add to today's row in one ``UPDATE``; whether the row existed."""
-    return bool(
-        UsageRecord.objects.filter(user_id=user_id, model=model, day=day).update(
-            prompt_tokens=F("prompt_tokens") + spent.prompt_tokens,
-            completion_tokens=F("completion_tokens") + spent.completion_tokens,
-            total_tokens=F("total_tokens") + spent.total_tokens,
-            runs=F("runs") + runs,
-            updated_at=timezone.now(),
-        )
+# A row's cost before its first priced run is NULL; NULL + x is NULL in SQL.
+_NO_COST = Value(0, output_field=DecimalField(max_digits=16, decimal_places=6))
+
+
+def _usage_add(
+    user_id: int, model: LLMModel | None, day: Any, spent: Usage, runs: int, cost: Cost | None
+) -> bool:
+    """Add to today's row in one ``UPDATE``; whether the row existed.
+
+    A day's row keeps its cost in one currency, the first priced run's: should an admin
+    change the model's currency during the day, later runs add their tokens but not their
+    cost to that row (logged), rather than adding up two currencies.
+    """
+    rows = UsageRecord.objects.filter(user_id=user_id, model=model, day=day)
+    counts = {
+        "prompt_tokens": F("prompt_tokens") + spent.prompt_tokens,
+        "completion_tokens": F("completion_tokens") + spent.completion_tokens,
+        "total_tokens": F("total_tokens") + spent.total_tokens,
+        "runs": F("runs") + runs,
+        "updated_at": timezone.now(),
+    }
+    if cost is None:
+        return bool(rows.update(**counts))
+    priced = rows.filter(currency__in=("", cost.currency)).update(
+        **counts, cost=Coalesce(F("cost"), _NO_COST) + cost.amount, currency=cost.currency
     )
+    if priced:
+        return True
+    if not rows.update(**counts):
+        return False
+    logger.warning(
+        "usage of user %s with model %s on %s: the model's currency changed to %s during "
+        "the day; %s %s left out of the day's cost",
+        user_id,
+        model.pk if model is not None else None,
+        day,
+        cost.currency,
+        cost.amount,
+        cost.currency,
+    )
+    return True
 
 
 def quota_check(*, user: Any) -> None:

@@ -31,6 +31,11 @@ def pytest_configure(config: pytest.Config) -> None:
         settings.SECRET_KEY  # noqa: B018  (Django refuses an empty one)
     except ImproperlyConfigured:
         settings.SECRET_KEY = os.environ["SECRET_KEY"]
+    # Tests script the model's replies in order and read its last request: an automatic
+    # title call after each first answer would take one. Off here and in the processes
+    # the tests start; tests/conversations/test_titles.py turns it on.
+    os.environ["AGENTSITE_AUTO_TITLES"] = "false"
+    settings.AGENTSITE_AUTO_TITLES = False
     # Nor var/staticfiles, which WhiteNoise warns about at every handler's start: static
     # files come from the finders (WHITENOISE_USE_FINDERS), that folder stays empty.
     config.addinivalue_line("filterwarnings", "ignore:No directory at.*staticfiles:UserWarning")

@@ -33,10 +33,12 @@ from conversations.api import (
     routes_catalog,
     routes_conversations,
     routes_files,
+    routes_folders,
     routes_knowledge,
     routes_runs,
     routes_settings,
     routes_sharing,
+    routes_usage,
 )
 from conversations.api.docs import API_DESCRIPTION, ERROR_RESPONSES
 from conversations.api.errors import validation_error
@@ -200,11 +202,13 @@ def _with_rate_limit_headers(run: Callable[..., Any]) -> Callable[..., Any]:
 
 api.add_decorator(_with_rate_limit_headers, mode="view")
 api.add_router("", routes_conversations.router)
+api.add_router("", routes_folders.router)
 api.add_router("", routes_runs.router)
 api.add_router("", routes_sharing.router)
 api.add_router("", routes_catalog.router)
 api.add_router("", routes_files.router)
 api.add_router("", routes_knowledge.router)
+api.add_router("", routes_usage.router)
 api.add_router("", routes_settings.router)
 
 

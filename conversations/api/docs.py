@@ -91,6 +91,9 @@ sequence number), `event:` (the protocol channel) and `data:` (the JSON payload)
 - `resume`: `{resumed_run_id, tool_results}`, a run's first event when it continues a
   paused run (`POST /api/runs/{run_id}/resume`): the run it goes on from, and how many
   tool results of that run's trace the model sees again
+- `title`: `{title}`, after a conversation's first `done` (only on a stream that stays
+  open, `?follow=1`): the conversation's automatic title, made from the question by a
+  model; never sent for a title the user gave (`title_by_user`)
 - `handover`: `{message, handovers}`: the worker writing the run stopped (a restart) and
   handed it back; another worker goes on from its last completed step. The answer so far
   is taken back (empty it, as after an `answer reset`) and is written again; the run's

@@ -17,6 +17,7 @@ from conversations.chat_settings import param_ranges
 from conversations.history.numbering import last_event_seq
 from conversations.history.tree import RunTree
 from conversations.models import CompactionSummary, Conversation, Message, Run, SharedLink
+from conversations.organise.tags import tag_names
 from conversations.transfer import sharing
 from conversations.transfer.exporting import message_fields
 from files.models import StoredFile
@@ -41,9 +42,13 @@ def conversation_summary(conversation: Conversation, *, last_seq: int) -> dict[s
     return {
         "id": conversation.pk,
         "title": conversation.title,
+        "title_by_user": conversation.title_by_user,
         "model": {"id": model.pk, "name": str(model)} if model is not None else None,
         "archived": conversation.archived,
         "mode": conversation.mode,
+        "folder": conversation.folder_id,
+        "tags": tag_names(conversation),  # prefetch "tags" for a list
+        "pinned": conversation.pinned_at is not None,
         "created_at": conversation.created_at,
         "updated_at": conversation.updated_at,
         "last_event_seq": last_seq,

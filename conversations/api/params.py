@@ -17,6 +17,7 @@ from pydantic_core import PydanticCustomError
 
 from conversations.http.params import DB_ID_MAX, whole_number
 from core.errors import ApplicationError
+from llms.usage import DEFAULT_PERIOD, PERIODS, period_days
 
 __all__ = [
     "AfterEvent",
@@ -27,14 +28,19 @@ __all__ = [
     "DocumentId",
     "ExportFormat",
     "FileId",
+    "FolderFilter",
+    "FolderId",
     "Follow",
     "KnowledgeBaseId",
     "LastEventId",
     "MessageId",
+    "PinnedFilter",
     "RunId",
     "SearchText",
     "ShareId",
+    "TagFilter",
     "Tree",
+    "UsageDays",
     "whole",
 ]
 
@@ -53,6 +59,7 @@ MessageId = _id("message")
 ShareId = _id("shared link")
 FileId = _id("file")
 KnowledgeBaseId, DocumentId = _id("knowledge base"), _id("document")
+FolderId = _id("folder")
 CallId = Annotated[str, Path(description="The `call_id` of the run's `approval` event.")]
 
 
@@ -118,4 +125,57 @@ Tree = Annotated[
         lambda raw: {"true": "1", "false": "0"}.get(raw, raw) if isinstance(raw, str) else raw
     ),
     Query("0", description="1: every branch (JSON only)."),
+]
+
+
+def _folder_filter(raw: Any) -> str:
+    """Blank (any folder), ``none``, or a folder's id as digits; else a 400 naming it."""
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        raw = str(raw)
+    if not isinstance(raw, str):
+        raw = "?"  # not a folder: refused below
+    if raw.strip().lower() in ("", "none"):
+        return raw.strip().lower()
+    try:
+        return str(whole_number(raw, name="folder", default=0, minimum=1))
+    except ApplicationError:
+        message = "'folder' must be a folder's id or none."
+        raise PydanticCustomError("whole_number", message) from None
+
+
+TagFilter = Annotated[
+    str, Query("", description="Only the conversations with this tag (its name, in any case).")
+]
+FolderFilter = Annotated[
+    str,
+    BeforeValidator(_folder_filter),
+    WithJsonSchema({"type": "string", "pattern": "^(none|[1-9][0-9]*)?$"}),
+    Query(
+        "",
+        description="A folder's id: only the conversations directly in it (another user's "
+        "folder answers 404); none: only those in no folder.",
+    ),
+]
+PinnedFilter = Annotated[
+    Literal["", "0", "1"],
+    _choice("", **{"1": "1", "true": "1", "0": "0", "false": "0"}),
+    Query("", description="1 (or true): only pinned conversations; 0 (or false): only unpinned."),
+]
+
+
+def _period(raw: Any) -> int:
+    """7, 30 or 90 (blank: the default); anything else is refused naming ``days``."""
+    try:
+        return period_days(raw)
+    except ApplicationError as exc:
+        raise PydanticCustomError(
+            "period", exc.extra["days"][0], {"headline": exc.message}
+        ) from None
+
+
+UsageDays = Annotated[
+    int,
+    BeforeValidator(_period),
+    WithJsonSchema({"type": "integer", "enum": list(PERIODS), "default": DEFAULT_PERIOD}),
+    Query(DEFAULT_PERIOD, description="The period: the last 7, 30 or 90 days, today included."),
 ]

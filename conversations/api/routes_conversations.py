@@ -18,9 +18,12 @@ from conversations.api.params import (
     Archived,
     Branch,
     ConversationId,
+    FolderFilter,
     Follow,
     LastEventId,
+    PinnedFilter,
     SearchText,
+    TagFilter,
     whole,
 )
 from conversations.api.schemas import (
@@ -33,6 +36,8 @@ from conversations.api.schemas import (
 )
 from conversations.http.params import DB_ID_MAX
 from conversations.live import sse
+from conversations.organise import folders, pins, tags
+from conversations.selectors import NO_FOLDER
 
 router = Router(tags=["conversations"])
 
@@ -48,7 +53,7 @@ Offset = whole("offset", default=0, maximum=LIST_OFFSET_MAX)
     "/conversations",
     response={200: ConversationList, **errors(400)},
     operation_id="listConversations",
-    summary="List your conversations (newest first)",
+    summary="List your conversations (newest first), by tag, folder or pin if asked",
     url_name="api_conversations",
 )
 def conversation_list(
@@ -57,10 +62,24 @@ def conversation_list(
     archived: Archived = "0",
     limit: Limit = LIST_LIMIT_DEFAULT,
     offset: Offset = 0,
+    tag: TagFilter = "",
+    folder: FolderFilter = "",
+    pinned: PinnedFilter = "",
 ):
+    in_folder = None
+    if folder == "none":
+        in_folder = NO_FOLDER
+    elif folder:
+        in_folder = folders.folder_get(user=request.user, folder_id=int(folder)).pk
     qs = selectors.conversation_list(
-        user=request.user, search=q.strip(), archived=archived == "1"
+        user=request.user,
+        search=q.strip(),
+        archived=archived == "1",
+        tag=tag.strip(),
+        folder=in_folder,
+        pinned={"1": True, "0": False}.get(pinned),
     ).select_related("model")
+    qs = qs.prefetch_related("tags")
     page = list(qs[offset : offset + limit])
     return {
         "count": qs.count(),
@@ -85,6 +104,7 @@ def conversation_create(
             owner=request.user, title=payload.title or "", model=model, mode=payload.mode or "react"
         )
         _apply_chat_settings(request.user, conversation, payload, payload.model_fields_set)
+        _apply_organising(conversation, payload, payload.model_fields_set)
     response["Location"] = reverse("api_conversation", args=[conversation.pk])
     return Status(201, conversation_detail_out(conversation))
 
@@ -108,7 +128,7 @@ def conversation_get(
     response={200: ConversationDetail, **errors(400, 404, 413)},
     operation_id="updateConversation",
     summary="Rename, switch model or mode, attach knowledge bases, set the system prompt, "
-    "sampling parameters and tools, archive or restore",
+    "sampling parameters and tools, archive or restore, file in a folder, tag, pin",
 )
 def conversation_update(
     request: HttpRequest,
@@ -135,6 +155,7 @@ def conversation_update(
                 conversation=conversation, user=request.user, base_ids=payload.knowledge or []
             )
         _apply_chat_settings(request.user, conversation, payload, given)
+        _apply_organising(conversation, payload, given)
     return conversation_detail_out(conversation, all_branches=branch == "all")
 
 
@@ -155,6 +176,16 @@ def _apply_chat_settings(user: Any, conversation: Any, payload: Any, given: set[
         chat_settings.conversation_set_tools(
             conversation=conversation, user=user, tools=payload.tools
         )
+
+
+def _apply_organising(conversation: Any, payload: Any, given: set[str]) -> None:
+    """Its folder, tags and pin (:mod:`conversations.organise`), those the body gives."""
+    if "folder" in given:
+        folders.conversation_move(conversation=conversation, folder_id=payload.folder)
+    if "tags" in given and payload.tags is not None:
+        tags.conversation_set_tags(conversation=conversation, names=payload.tags)
+    if "pinned" in given:
+        pins.conversation_pin(conversation=conversation, pinned=payload.pinned)
 
 
 @router.delete(

@@ -7,7 +7,7 @@ Request bodies refuse unknown fields (``extra="forbid"``); strings and booleans 
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Body, Schema
@@ -24,12 +24,20 @@ from pydantic import (
 from pydantic_core import PydanticCustomError, PydanticUndefined
 
 from conversations.models import AgentMode, Message, Run
+from conversations.organise.tags import TAG_CHARS, TAGS_MAX
 from conversations.transfer.exporting import EXPORT_FORMAT, EXPORT_VERSION
 
 MODE_DOC = (
     "How runs work: react (one agent loop), plan (a plan of steps run in parallel, judged "
     "and replanned), auto (one quick model call decides per message)."
 )
+
+FOLDER_DOC = "The id of a folder of yours (GET /api/folders; another user's answers 404)."
+TAGS_DOC = (
+    f"Tag names: trimmed, each once whatever its case, at most {TAGS_MAX} of at most "
+    f"{TAG_CHARS} characters (else 400 naming tags)."
+)
+PINNED_DOC = "Pinned conversations come first in the sidebar."
 
 Mode = Literal[tuple(AgentMode.values)]  # type: ignore[valid-type]
 Role = Literal[tuple(Message.Role.values)]  # type: ignore[valid-type]
@@ -103,6 +111,9 @@ class ConversationCreate(Forbid):
     system_prompt: StrictStr | None = Field(None, description=SYSTEM_PROMPT_DOC)
     params: ChatParams | None = None
     tools: list[StrictStr] | None = Field(None, description=TOOLS_DOC)
+    folder: StrictInt | None = Field(None, description=FOLDER_DOC)
+    tags: list[StrictStr] | None = Field(None, description=TAGS_DOC)
+    pinned: StrictBool = Field(False, description=PINNED_DOC)
 
 
 ConversationCreateBody = _optional_body(ConversationCreate)
@@ -127,12 +138,18 @@ class ConversationChange(Forbid):
         "the model's own.",
     )
     tools: list[StrictStr] | None = Field(None, description=TOOLS_DOC)
+    folder: StrictInt | None = Field(None, description=FOLDER_DOC + " null: out of any folder.")
+    tags: list[StrictStr] = Field(None, description=TAGS_DOC + " [] removes them all.")  # type: ignore[assignment]
+    pinned: StrictBool = Field(None, description=PINNED_DOC)  # type: ignore[assignment]
 
     @model_validator(mode="before")
     @classmethod
     def _something(cls, data: Any) -> Any:
         if data == {}:
-            fields = "title, model, mode, archived, knowledge, system_prompt, params or tools"
+            fields = (
+                "title, model, mode, archived, knowledge, system_prompt, params, tools, "
+                "folder, tags or pinned"
+            )
             raise PydanticCustomError(
                 "nothing_to_change",
                 f"Send at least one of: {fields}.",
@@ -200,9 +217,17 @@ class ModelRef(Schema):
 class Conversation(Schema):
     id: int
     title: str
+    title_by_user: bool = Field(
+        description="Whether the user gave the title (on creating or renaming the "
+        "conversation). False: the title is automatic, from the first message and then "
+        "from a model after the first answer (a `title` event tells)."
+    )
     model: ModelRef | None
     archived: bool
     mode: Mode = Field(description=MODE_DOC)
+    folder: int | None = Field(description="The folder it is in (GET /api/folders); null: none.")
+    tags: list[str] = Field(description="Its tags, by name (sorted, whatever the case).")
+    pinned: bool = Field(description="Pinned: the sidebar lists it first.")
     created_at: datetime
     updated_at: datetime
     last_event_seq: int = Field(description="Last durable event id.")
@@ -265,7 +290,11 @@ class RunOut(Schema):
         "the run started)."
     )
     iterations: int
-    usage: dict[str, Any]
+    usage: dict[str, Any] = Field(
+        description="prompt_tokens, completion_tokens, total_tokens; for a priced model also "
+        'cost (a decimal string, e.g. "0.006000", at the prices when the run ended) and '
+        "currency (ISO 4217)."
+    )
     elapsed: float | None = Field(description="Seconds.")
     error: str
     cancel_requested: bool
@@ -396,6 +425,48 @@ class Share(Schema):
 
 class ShareList(Schema):
     shares: list[Share]
+
+
+# ---------------------------------------------------------------------------- folders
+
+
+class FolderCreate(Forbid):
+    name: StrictStr = Field(description="Unique among its siblings, whatever the case.")
+    parent: StrictInt | None = Field(
+        None,
+        description="A top-level folder of yours to put it in (folders nest one level "
+        "deep: a sub-folder's id is refused); null: at the top level.",
+    )
+
+
+class FolderChange(Forbid):
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1})
+
+    name: StrictStr = None  # type: ignore[assignment]
+    parent: StrictInt | None = Field(
+        None,
+        description="Move it into this top-level folder (refused for a folder that has "
+        "sub-folders); null: to the top level.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _something(cls, data: Any) -> Any:
+        if data == {}:
+            raise PydanticCustomError(
+                "nothing_to_change",
+                "Send name, parent or both.",
+                {"headline": "Nothing to change: send name, parent or both."},
+            )
+        return data
+
+
+class FolderOut(Schema):
+    id: int
+    name: str
+    parent: int | None = Field(description="The folder it is in; null: a top-level folder.")
+    conversation_count: int = Field(description="Conversations directly in it, archived too.")
+    created_at: datetime
 
 
 # ------------------------------------------------------------------- export documents
@@ -596,3 +667,54 @@ class UserSettingsChange(Forbid):
                 {"headline": f"Nothing to change: send {fields}."},
             )
         return data
+
+
+# ------------------------------------------------------------------------------ usage
+
+
+class UsageCost(Schema):
+    amount: str = Field(description='A decimal string with 6 places, e.g. "0.012000".')
+    currency: str = Field(description="ISO 4217 code, e.g. USD.")
+
+
+class UsageFigures(Schema):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    runs: int
+    cost: list[UsageCost] = Field(
+        description="One amount per currency the models used are priced in; [] when none "
+        "was priced (tokens of an unpriced model cost nothing known)."
+    )
+
+
+class UsageDay(UsageFigures):
+    day: date = Field(description="In the site's time zone.")
+
+
+class UsageModel(UsageFigures):
+    model_id: int | None = Field(description="null: a model deleted since.")
+    name: str
+    provider: str
+
+
+class UsageQuota(Schema):
+    limit: int | None = Field(description="Tokens a day (null: no limit).")
+    used_today: int
+    left: int | None = Field(description="Tokens left today (null: no limit).")
+    resets_at: datetime = Field(
+        description="The next midnight in the site's time zone, when the count starts again."
+    )
+
+
+class UsageReport(Schema):
+    """Your tokens and their cost over the last `days` days (today included)."""
+
+    days: Literal[7, 30, 90]
+    since: date = Field(description="The period's first day.")
+    until: date = Field(description="Today.")
+    total: UsageFigures
+    by_day: list[UsageDay] = Field(description="Newest first; days without usage are left out.")
+    by_model: list[UsageModel] = Field(description="Most tokens first.")
+    quota: UsageQuota
+

@@ -64,6 +64,7 @@ class RunView:
     # it knows; a page load reads the run's row).
     resumable: bool = False
     unanswered: list[dict[str, Any]] = field(default_factory=list)  # left over by a Stop
+    title: str = ""  # the conversation's automatic title, given after this run's answer
     plan: PlanTracker = field(init=False)  # plan mode's rounds and steps
     _open: dict[tuple[int, str], deque[ToolCard]] = field(
         default_factory=lambda: defaultdict(deque)
@@ -344,6 +345,19 @@ class RunView:
                 "next_view": next_view,
             },
         )
+
+    def _on_title(self, payload: dict[str, Any], render: bool) -> str:
+        """The conversation's automatic title (conversations/runs/titling.py)."""
+        self.title = str(payload.get("title") or "")
+        return self.title_frame() if render else ""
+
+    def title_frame(self) -> str:
+        """The chat header's title, marked so that the page also reloads the sidebar's
+        list and renames its tab (static/js/chat.js); "" before a title came."""
+        if not self.title:
+            return ""
+        context = {"conversation": {"title": self.title}, "oob": True, "retitled": True}
+        return partial("title-input", context)
 
     def _on_done(self, payload: dict[str, Any], render: bool) -> str:
         self.done = payload

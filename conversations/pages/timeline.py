@@ -155,6 +155,8 @@ def catch_up_frames(*, conversation_id: int, after_seq: int) -> tuple[list[str],
             view, run.messages.filter(kind=Message.Kind.INJECT).order_by("seq"), run.is_active
         )
         frames.append(render_run_block(view, run, pending_injects=pending, oob=True))
+        if any(seq > after_seq and channel == "title" for seq, channel, _ in events):
+            frames.append(view.title_frame())  # given while the page was not listening
         # Fills the slot after this run (with the next run's block, if any, coming next).
         if leftovers := view.followup_frame():
             frames.append(leftovers)

@@ -29,7 +29,7 @@ from conversations.history.attachments import (
 )
 from conversations.instructions import system_prompt_for
 from conversations.models import AgentMode, Message, Run
-from conversations.runs import handover, lifecycle
+from conversations.runs import handover, lifecycle, titling
 from conversations.runs.agents import RunModels, agent_for, agent_run, run_models, trace_to_keep
 from conversations.runs.approvals import RunApprover
 from conversations.runs.control import RunControl, loop_control, read_runs_state
@@ -252,6 +252,9 @@ class RunExecution:
             self.result.iterations if self.result is not None else 0,
             f", Celery task {self.task_id}" if self.task_id else "",
         )  # fmt: skip
+        if status == Run.Status.SUCCEEDED and self.answered:
+            # Its own task, after everything above: the answer is on the page already.
+            titling.after_answer(self.run_id)
         return RunOutcome(status, self.followup.pk if self.followup is not None else None)
 
     # ------------------------------------------------------------------------ set-up

@@ -33,6 +33,8 @@ from conversations.runs.publisher import (
 from conversations.runs.wording import duration_words
 from conversations.selectors import run_inject_ids
 from core.outages import is_disk_full
+from engine import Usage
+from llms.pricing import UNPRICED, price_now
 from llms.services import usage_record
 
 logger = logging.getLogger(__name__)
@@ -247,12 +249,15 @@ def _close(
     follow-up posted meanwhile either committed before the query below, or sees this run
     closed and starts its own.
     """
+    # The model's prices as the run ends: the run's cost and its day's usage agree.
+    price = price_now(model=model) if usage else UNPRICED
+    cost = price.cost(Usage.from_dict(usage)) if usage else None
     updated = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
         status=status,
         error=error if status != Run.Status.SUCCEEDED else "",
         error_detail=error_detail,
         iterations=iterations,
-        usage=usage or {},
+        usage={**(usage or {}), **(cost.as_usage() if cost is not None else {})},
         elapsed=elapsed,
         finished_at=timezone.now(),
     )
@@ -261,7 +266,7 @@ def _close(
     approvals_expire_open(run_id=run.pk)
     if usage and model is not None:
         # The model the run was built with (the conversation may have switched since).
-        usage_record(user=run.conversation.owner, model=model, usage=usage)
+        usage_record(user=run.conversation.owner, model=model, usage=usage, price=price)
     if status == Run.Status.CANCELLED:
         # A Stop stops what was queued for the run too.
         followups_cancel(run_id=run.pk, taken_in=taken_in)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -356,12 +356,20 @@ def write_events(batches: list[tuple[int, list[Entry]]]) -> None:
 # ----------------------------------------------------------------- runs nobody executes
 
 
-def publish_events_sync(*, run: Run, events: list[AgentEvent]) -> None:
+def publish_events_sync(
+    *, run: Run, events: list[AgentEvent], check: Callable[[], bool] | None = None
+) -> bool:
     """Log and send events for a run no coroutine executes any more (a sweep, a failed
-    start, a Stop before the start), from sync code."""
+    start, a Stop before the start, a new title after its answer), from sync code.
+
+    ``check`` is called first, in the transaction and under the conversation's row lock
+    (what it writes commits with the events): False publishes nothing. Whether they were
+    published."""
     with transaction.atomic():
         # The conversation's row lock: no other writer numbers events meanwhile.
         list(Conversation.objects.select_for_update().filter(pk=run.conversation_id).values("pk"))
+        if check is not None and not check():
+            return False
         # Numbered after every number handed out, the dead run's unwritten ones included:
         # readers that saw those take these as newer.
         prev = last_event_seq(run.conversation_id)
@@ -380,7 +388,7 @@ def publish_events_sync(*, run: Run, events: list[AgentEvent]) -> None:
             prev, seq = seq, seq + 1
     layer = get_channel_layer()
     if layer is None:
-        return
+        return True
     for seq, prev, channel, payload in frames:
         message = frame((seq, run.pk, channel, payload), prev, run.conversation_id)
         try:
@@ -389,6 +397,7 @@ def publish_events_sync(*, run: Run, events: list[AgentEvent]) -> None:
             layer_unreachable.failed(exc, doing=f"sending event {seq} of run {run.pk}")
         else:
             layer_unreachable.recovered()
+    return True
 
 
 def logged_progress(run_id: int) -> RunProgress:

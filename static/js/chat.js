@@ -109,6 +109,25 @@
     });
   }
 
+  // The automatic title after a first answer (conversations/runs/titling.py) comes as the
+  // header's title input marked data-retitled: the tab takes it, and the sidebar's list
+  // reloads to show it (its "conversations-changed" listener in the sidebar's template).
+  // It never replaces the title while the user is typing one: theirs wins once sent.
+  document.addEventListener("htmx:oobBeforeSwap", function (event) {
+    const target = event.detail.target;
+    if (target instanceof HTMLElement && target.id === "conversation-title" &&
+        target === document.activeElement) {
+      event.detail.shouldSwap = false;
+    }
+  });
+  document.addEventListener("htmx:load", function (event) {
+    const input = event.detail.elt;
+    if (!(input instanceof HTMLInputElement) || !input.hasAttribute("data-retitled")) return;
+    input.removeAttribute("data-retitled");
+    if (input.value) document.title = input.value + " · agentsite";
+    document.body.dispatchEvent(new CustomEvent("conversations-changed"));
+  });
+
   setUp();
   document.addEventListener("htmx:load", setUp);
 })();

@@ -83,10 +83,85 @@
     const elt = event.detail.elt;
     if (!(elt instanceof HTMLElement) || elt.id !== "composer" || !event.detail.successful) return;
     if (!document.getElementById("chat")) return; // a new chat: the server says so itself
-    const first = document.querySelector("#sidebar .conversation-row");
+    // It moves to the top of its own list (pinned chats keep the order of their pins).
+    const current = document.querySelector("#sidebar .conversation-row.current");
+    const list = current ? current.parentElement : null;
+    if (list && list.hasAttribute("data-fixed-order")) return;
+    const first = list
+      ? list.querySelector(":scope > .conversation-row")
+      : document.querySelector("#sidebar .conversation-row");
     if (first && !first.classList.contains("current")) {
       document.body.dispatchEvent(new CustomEvent("conversations-changed"));
     }
+  });
+
+  // A folder's button opens and closes it. The closed ones are kept in a cookie the server
+  // reads (conversations/pages/sidebar.py), so the list comes back as it was after a reload
+  // or a swap, with no flash of a closed folder's chats.
+  const CLOSED = "agentsite_folders_closed";
+  function closedFolders() {
+    const prefix = CLOSED + "=";
+    const found = document.cookie.split("; ").find(function (part) { return part.indexOf(prefix) === 0; });
+    return found ? found.slice(prefix.length).split(".").filter(Boolean) : [];
+  }
+  function rememberFolder(id, open) {
+    const ids = closedFolders().filter(function (other) { return other !== id; });
+    if (!open) ids.push(id);
+    document.cookie = CLOSED + "=" + ids.join(".") + "; path=/; max-age=31536000; samesite=lax";
+  }
+  document.addEventListener("click", function (event) {
+    const button = event.target instanceof Element ? event.target.closest("#sidebar [data-folder-toggle]") : null;
+    if (!button) return;
+    const open = button.getAttribute("aria-expanded") !== "true";
+    button.setAttribute("aria-expanded", String(open));
+    const items = document.getElementById(button.getAttribute("aria-controls"));
+    if (items) items.hidden = !open;
+    const folder = button.closest(".folder");
+    if (folder) folder.classList.toggle("closed", !open);
+    rememberFolder(button.dataset.folderToggle, open);
+  });
+
+  // A chat's link dragged onto a folder (or onto the chats in no folder) moves the chat
+  // there; the server answers with the list. The keyboard's way is the row menu's "Move to".
+  let dragged = null;
+  function clearTargets() {
+    document.querySelectorAll("#sidebar .drop-target").forEach(function (zone) {
+      zone.classList.remove("drop-target");
+    });
+  }
+  function dropZone(event) {
+    const target = event.target instanceof Element ? event.target : null;
+    const zone = dragged && target ? target.closest("#sidebar [data-folder-drop]") : null;
+    return zone && zone.dataset.folderDrop !== dragged.dataset.folder ? zone : null;
+  }
+  document.addEventListener("dragstart", function (event) {
+    const target = event.target instanceof Element ? event.target : null;
+    dragged = target ? target.closest("#sidebar [data-move-url]") : null;
+    if (!dragged) return;
+    event.dataTransfer.effectAllowed = "move";
+    dragged.closest(".conversation-row").classList.add("dragging");
+  });
+  document.addEventListener("dragend", function () {
+    if (dragged) dragged.closest(".conversation-row").classList.remove("dragging");
+    dragged = null;
+    clearTargets();
+  });
+  document.addEventListener("dragover", function (event) {
+    const zone = dropZone(event);
+    if (!zone) { clearTargets(); return; }
+    event.preventDefault(); // this is where it may be dropped
+    event.dataTransfer.dropEffect = "move";
+    if (!zone.classList.contains("drop-target")) { clearTargets(); zone.classList.add("drop-target"); }
+  });
+  document.addEventListener("drop", function (event) {
+    const zone = dropZone(event);
+    if (!zone) return;
+    event.preventDefault();
+    clearTargets();
+    htmx.ajax("POST", dragged.dataset.moveUrl, {
+      source: zone, target: "#conversation-list", swap: "outerHTML settle:0ms",
+      values: { folder: zone.dataset.folderDrop },
+    });
   });
 
   // <button hx-post data-confirm="…">: htmx asks first (static/js/behaviours.js does the

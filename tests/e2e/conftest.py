@@ -229,11 +229,18 @@ def app_server(
     artifacts: Path, server_env: dict[str, str], scripted_server: ScriptedLLM
 ) -> Iterator[str]:
     """A migrated database with two users and the scripted model, served by daphne."""
+    with serve_app(server_env, scripted_server, artifacts / "daphne.log") as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serve_app(server_env: dict[str, str], scripted_server: ScriptedLLM, log: Path) -> Iterator[str]:
+    """daphne serving the app with ``server_env`` (its ``AGENTSITE_VAR_DIR`` holds the
+    database: migrated, with the two users and the scripted model); its base URL."""
     server = BIN / "agentsite-server"
     if not server.exists():
         pytest.fail(f"{server} is missing: run `make install`")
     port = _free_port()
-    log = artifacts / "daphne.log"
     with log.open("wb") as out:
         # Started first: it imports the app while the database is being set up (the app
         # touches the database only when serving).
@@ -277,7 +284,7 @@ def chromium() -> Path:
 
 
 @pytest.fixture(scope="package")
-def new_context(chromium: Path, app_server: str) -> Iterator[Callable[[], BrowserContext]]:
+def new_context(chromium: Path, app_server: str) -> Iterator[Callable[..., BrowserContext]]:
     """A factory of isolated browser contexts (own cookies) of one Chromium process.
 
     Playwright starts Chromium with a fresh temporary ``--user-data-dir`` and removes it
@@ -289,9 +296,9 @@ def new_context(chromium: Path, app_server: str) -> Iterator[Callable[[], Browse
             executable_path=str(chromium), headless=True, args=CHROMIUM_ARGS
         )
 
-        def make() -> BrowserContext:
+        def make(base_url: str = app_server) -> BrowserContext:
             context = browser.new_context(
-                base_url=app_server, viewport={"width": 1280, "height": 900}
+                base_url=base_url, viewport={"width": 1280, "height": 900}
             )
             context.set_default_timeout(TIMEOUT_MS)
             return context
