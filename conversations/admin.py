@@ -1,12 +1,16 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.db.models import BigIntegerField, Count, OuterRef, Subquery, Sum
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
 
 from conversations.models import (
     CompactionSummary,
     Conversation,
     ExternalIdentity,
     Message,
+    Preset,
     Run,
     RunEvent,
     SharedLink,
@@ -132,3 +136,59 @@ class ExternalIdentityAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None) -> bool:
         return False
 
+
+@admin.register(Preset)
+class PresetAdmin(admin.ModelAdmin):
+    """Presets, with what they are used for: conversations started from each, their
+    runs and tokens. An admin's preset without an owner is everyone's."""
+
+    list_display = [
+        "name",
+        "owner_name",
+        "model",
+        "mode",
+        "conversation_count",
+        "run_count",
+        "tokens",
+    ]
+    list_filter = ["mode", "shared_groups"]
+    search_fields = ["name", "description", "owner__username"]
+    autocomplete_fields = ["owner"]
+    filter_horizontal = ["knowledge", "shared_groups"]
+    readonly_fields = ["created_at", "updated_at"]
+
+    def get_queryset(self, request):
+        # The runs' tokens, summed per preset apart from the counts' joins.
+        tokens = (
+            Run.objects.filter(conversation__preset=OuterRef("pk"))
+            .annotate(spent=Cast(KT("usage__total_tokens"), BigIntegerField()))
+            .values("conversation__preset")
+            .annotate(total=Sum("spent"))
+            .values("total")
+        )
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("owner", "model")
+            .annotate(
+                conversation_total=Count("conversations", distinct=True),
+                run_total=Count("conversations__runs", distinct=True),
+                token_total=Subquery(tokens),
+            )
+        )
+
+    @admin.display(description="owner", ordering="owner__username")
+    def owner_name(self, obj: Preset) -> str:
+        return obj.owner.get_username() if obj.owner else "everyone (admin's)"
+
+    @admin.display(description="conversations", ordering="conversation_total")
+    def conversation_count(self, obj: Preset) -> int:
+        return obj.conversation_total
+
+    @admin.display(description="runs", ordering="run_total")
+    def run_count(self, obj: Preset) -> int:
+        return obj.run_total
+
+    @admin.display(description="tokens", ordering="token_total")
+    def tokens(self, obj: Preset) -> str:
+        return f"{obj.token_total or 0:,}"

@@ -25,8 +25,12 @@ __all__ = [
     "conversation_set_system_prompt",
     "conversation_set_tools",
     "effective_params",
+    "effective_params_of",
+    "params_clean",
+    "param_from_form",
     "param_ranges",
     "tool_choices",
+    "tools_clean",
 ]
 
 PARAMS = ("temperature", "top_p", "max_tokens")
@@ -121,9 +125,16 @@ def conversation_set_params(
 
 def effective_params(conversation: Conversation, model: LLMModel) -> dict[str, float | int]:
     """The chat's parameters as a run sends them: clamped into ``model``'s range now."""
+    return effective_params_of(conversation.params, model)
+
+
+def effective_params_of(
+    params: Mapping[str, Any] | None, model: LLMModel | None
+) -> dict[str, float | int]:
+    """``params`` clamped into ``model``'s range (values of other names dropped)."""
     ranges = param_ranges(model)
     out: dict[str, float | int] = {}
-    for name, value in (conversation.params or {}).items():
+    for name, value in (params or {}).items():
         if name in ranges and isinstance(value, int | float) and not isinstance(value, bool):
             out[name] = ranges[name].clamp(value)
     return out
@@ -134,23 +145,38 @@ def tool_choices(user: Any) -> list[dict[str, Any]]:
     return tools_available_for_user(user=user)
 
 
+def tools_clean(user: Any, tools: Iterable[str] | None) -> list[str] | None:
+    """``tools`` without repeats, each one ``user`` may use (``None`` stays: every tool)."""
+    if tools is None:
+        return None
+    names = list(dict.fromkeys(tools))
+    allowed = {tool["name"] for tool in tool_choices(user)}
+    refused = [name for name in names if name not in allowed]
+    if refused:
+        choices = ", ".join(sorted(allowed)) or "none"
+        raise _refuse(
+            "tools", f"Not a tool you may use: {', '.join(refused)}. Choose from: {choices}."
+        )
+    return names
+
+
+def param_from_form(name: str, raw: str) -> float | int | None:
+    """A parameter as a form field sends it: blank is the model's own (``None``)."""
+    text = raw.strip()
+    if not text:
+        return None
+    try:
+        return int(text) if name == "max_tokens" else float(text)
+    except ValueError:
+        kind = "a whole number" if name == "max_tokens" else "a number"
+        raise _refuse(f"params.{name}", f"{name} must be {kind}.") from None
+
+
 def conversation_set_tools(
     *, conversation: Conversation, user: Any, tools: Iterable[str] | None
 ) -> Conversation:
     """Offer only ``tools`` in this chat (``None``: every tool the user may use)."""
-    if tools is None:
-        conversation.tools = None
-    else:
-        names = list(dict.fromkeys(tools))
-        allowed = {tool["name"] for tool in tool_choices(user)}
-        refused = [name for name in names if name not in allowed]
-        if refused:
-            choices = ", ".join(sorted(allowed)) or "none"
-            raise _refuse(
-                "tools",
-                f"Not a tool you may use: {', '.join(refused)}. Choose from: {choices}.",
-            )
-        conversation.tools = names
+    conversation.tools = tools_clean(user, tools)
     conversation.save(update_fields=["tools", "updated_at"])
     return conversation
 

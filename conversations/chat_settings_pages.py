@@ -21,26 +21,15 @@ from llms.selectors import default_model_for_user
 
 TEMPLATE = "conversations/chat_settings.html"
 INVALID = 422
-NUMBER_FIELDS = ("temperature", "top_p", "max_tokens")
-
-
-def _number(name: str, raw: str) -> float | int | None:
-    text = raw.strip()
-    if not text:
-        return None  # the model's own
-    try:
-        return int(text) if name == "max_tokens" else float(text)
-    except ValueError:
-        kind = "a whole number" if name == "max_tokens" else "a number"
-        raise ApplicationError(
-            f"{name} must be {kind}.", extra={f"params.{name}": [f"{name} must be {kind}."]}
-        ) from None
 
 
 def _save(request: HttpRequest, conversation: Conversation, choices: list[dict[str, Any]]) -> None:
     """Everything in the form, or nothing (the first refusal is raised)."""
     post = request.POST
-    params = {name: _number(name, post.get(name, "")) for name in NUMBER_FIELDS}
+    params = {
+        name: chat_settings.param_from_form(name, post.get(name, ""))
+        for name in chat_settings.PARAMS
+    }
     checked = post.getlist("tools")
     every = {tool["name"] for tool in choices}
     with transaction.atomic():
@@ -65,7 +54,7 @@ def conversation_settings(request: HttpRequest, conversation_id: int) -> HttpRes
     saved = False
     form: dict[str, Any] = {
         "system_prompt": conversation.system_prompt,
-        **{name: conversation.params.get(name, "") for name in NUMBER_FIELDS},
+        **{name: conversation.params.get(name, "") for name in chat_settings.PARAMS},
         "tools": [t["name"] for t in choices] if conversation.tools is None else conversation.tools,
     }
     if request.method == "POST":
@@ -76,7 +65,7 @@ def conversation_settings(request: HttpRequest, conversation_id: int) -> HttpRes
             errors = errors or {"form": exc.message}
             form = {
                 "system_prompt": request.POST.get("system_prompt", ""),
-                **{name: request.POST.get(name, "") for name in NUMBER_FIELDS},
+                **{name: request.POST.get(name, "") for name in chat_settings.PARAMS},
                 "tools": request.POST.getlist("tools"),
             }
             conversation.refresh_from_db()

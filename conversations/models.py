@@ -119,6 +119,15 @@ class Conversation(models.Model):
     tools = models.JSONField(null=True, blank=True)
     # A title the user gave (on create or by renaming) is never replaced by an automatic one.
     title_by_user = models.BooleanField(default=False)
+    # The preset it was started from (its settings were copied in then; kept for the
+    # preset's use figures).
+    preset = models.ForeignKey(
+        "conversations.Preset",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="conversations",
+    )
     # Hands out per-conversation message numbers under the row's lock
     # (conversations.history.numbering).
     last_message_seq = models.PositiveIntegerField(default=0)
@@ -473,3 +482,46 @@ class UserSettings(models.Model):
     def __str__(self) -> str:
         return f"Settings of {self.user}"
 
+
+class Preset(models.Model):
+    """A reusable set-up of a chat (an "assistant"): model, system prompt, tools,
+    knowledge bases, sampling parameters, mode and up to four starter prompts. Owned by a
+    user and shared with groups, or made by an admin for everyone (no owner). Starting a
+    chat with it copies these into the conversation (conversations.presets)."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="chat_presets",
+        help_text="Empty: made by an administrator for everyone.",
+    )
+    name = models.CharField(max_length=100)
+    description = models.CharField(max_length=300, blank=True)
+    model = models.ForeignKey(
+        "llms.LLMModel",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="presets",
+        help_text="Empty: the site's default model.",
+    )
+    system_prompt = models.TextField(blank=True)
+    # Tool names offered in its chats (null: every tool the user may use).
+    tools = models.JSONField(null=True, blank=True)
+    knowledge = models.ManyToManyField(
+        "knowledge.KnowledgeBase", related_name="presets", blank=True
+    )
+    params = models.JSONField(default=dict, blank=True)
+    mode = models.CharField(max_length=8, choices=AgentMode.choices, default=AgentMode.REACT)
+    starters = models.JSONField(default=list, blank=True)  # at most four prompts
+    shared_groups = models.ManyToManyField("auth.Group", related_name="chat_presets", blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+
+    def __str__(self) -> str:
+        return self.name

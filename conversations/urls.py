@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from conversations import chat_settings_pages, settings_pages, views
+from conversations import chat_settings_pages, preset_pages, settings_pages, views
 from conversations import knowledge_pages as knowledge
 from conversations import organise_pages as organise
 from conversations.branches import views as branch_views
@@ -84,6 +84,10 @@ urlpatterns = [
         "c/<id:conversation_id>/share/", share_views.conversation_share, name="conversation_share"
     ),
     path("settings/", settings_pages.settings_page, name="user_settings"),
+    # Presets (preset_pages.py)
+    path("presets/", preset_pages.preset_list, name="preset_list"),
+    path("presets/<id:preset_id>/", preset_pages.preset_edit, name="preset_edit"),
+    path("presets/<id:preset_id>/delete/", preset_pages.preset_delete, name="preset_delete"),
     path("settings/shares/", share_views.share_list, name="share_list"),
     path("settings/shares/<id:share_id>/revoke/", share_views.share_revoke, name="share_revoke"),
     path("s/<str:token>/", share_views.shared_page, name="shared_page"),

@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from audit.services import client_of
-from conversations import selectors, services
+from conversations import presets, selectors, services
 from conversations.history.tree import Siblings
 from conversations.models import AgentMode
 from conversations.pages import timeline as page_timeline
@@ -56,6 +56,7 @@ def conversation_new(request: HttpRequest) -> HttpResponse:
             model_id=request.POST.get("model") or None,
             mode=request.POST.get("mode", ""),
             file_ids=request.POST.getlist("files"),
+            preset_id=request.POST.get("preset") or None,
         )
     except ApplicationError as exc:
         return _form_error(request, exc.message, status=413 if exc.code == "too_large" else 422)
@@ -94,10 +95,20 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
 
 
 def _new_chat(request: HttpRequest) -> HttpResponse:
+    """The empty composer; with ``?preset=<id>``, set up by that preset (its model and
+    mode chosen, its starter prompts offered)."""
+    preset = None
+    if (preset_id := request.GET.get("preset", "")).isdigit():
+        preset = presets.preset_get_readable(request.user, int(preset_id))
+    default_model = default_model_for_user(user=request.user)
+    if preset is not None and preset.model is not None:
+        default_model = preset.model
     context = {
         "models": models_for_user(user=request.user),
-        "default_model": default_model_for_user(user=request.user),
+        "default_model": default_model,
         "modes": AgentMode.choices,
+        "preset": preset,
+        "new_chat_mode": preset.mode if preset is not None else "",
     }
     return render(request, "conversations/new_chat.html", context | _sidebar_context(request))
 

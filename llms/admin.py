@@ -163,6 +163,20 @@ class LLMModelAdmin(AuditedAdminMixin, admin.ModelAdmin):
                 "dashboard); leave both empty for a model that costs nothing known.",
             },
         ),
+        (
+            "In chats",
+            {
+                "fields": [
+                    "system_prompt",
+                    ("temperature_min", "temperature_max"),
+                    ("top_p_min", "top_p_max"),
+                ],
+                "description": "What the agent is told in every chat with this model (before "
+                "the user's instructions and the chat's own prompt), and the range of "
+                "temperature and top_p a chat's settings or a preset may choose (max output "
+                "tokens: up to the model's max output tokens).",
+            },
+        ),
         ("Declared versus verified", {"fields": ["probe_result", "capabilities", "probed_at"]}),
         ("Access", {"fields": ["allowed_groups"]}),
     ]

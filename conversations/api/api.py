@@ -35,6 +35,7 @@ from conversations.api import (
     routes_files,
     routes_folders,
     routes_knowledge,
+    routes_presets,
     routes_runs,
     routes_settings,
     routes_sharing,
@@ -210,6 +211,7 @@ api.add_router("", routes_files.router)
 api.add_router("", routes_knowledge.router)
 api.add_router("", routes_usage.router)
 api.add_router("", routes_settings.router)
+api.add_router("", routes_presets.router)
 
 
 @api.get(

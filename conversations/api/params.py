@@ -35,6 +35,7 @@ __all__ = [
     "LastEventId",
     "MessageId",
     "PinnedFilter",
+    "PresetId",
     "RunId",
     "SearchText",
     "ShareId",
@@ -60,6 +61,7 @@ ShareId = _id("shared link")
 FileId = _id("file")
 KnowledgeBaseId, DocumentId = _id("knowledge base"), _id("document")
 FolderId = _id("folder")
+PresetId = _id("preset")
 CallId = Annotated[str, Path(description="The `call_id` of the run's `approval` event.")]
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import reverse
 from ninja import Router, Status
 
-from conversations import chat_settings, selectors, services
+from conversations import chat_settings, presets, selectors, services
 from conversations.api.docs import EVENTS_DESCRIPTION, errors
 from conversations.api.lookups import model_for
 from conversations.api.outputs import conversation_detail_out, conversation_summary, events_url
@@ -38,6 +38,7 @@ from conversations.http.params import DB_ID_MAX
 from conversations.live import sse
 from conversations.organise import folders, pins, tags
 from conversations.selectors import NO_FOLDER
+from core.errors import ApplicationError
 
 router = Router(tags=["conversations"])
 
@@ -99,10 +100,18 @@ def conversation_create(
     request: HttpRequest, response: HttpResponse, payload: ConversationCreateBody
 ):
     model = model_for(request.user, payload.model) if payload.model is not None else None
+    preset, from_preset = _preset_for(request.user, payload.preset)
+    mode = payload.mode or (from_preset["mode"] if from_preset else "react")
     with transaction.atomic():  # created with all its settings, or not at all
         conversation = services.conversation_create(
-            owner=request.user, title=payload.title or "", model=model, mode=payload.mode or "react"
+            owner=request.user,
+            title=payload.title or "",
+            model=model or (from_preset["model"] if from_preset else None),
+            mode=mode,
         )
+        if preset is not None and from_preset is not None:
+            presets.conversation_apply_preset(conversation, preset, from_preset)
+        # What the body says explicitly wins over the preset's.
         _apply_chat_settings(request.user, conversation, payload, payload.model_fields_set)
         _apply_organising(conversation, payload, payload.model_fields_set)
     response["Location"] = reverse("api_conversation", args=[conversation.pk])
@@ -157,6 +166,19 @@ def conversation_update(
         _apply_chat_settings(request.user, conversation, payload, given)
         _apply_organising(conversation, payload, given)
     return conversation_detail_out(conversation, all_branches=branch == "all")
+
+
+def _preset_for(user: Any, preset_id: int | None) -> tuple[Any, dict[str, Any] | None]:
+    """The preset a new conversation starts from, and what it gets of it, checked with
+    ``user``'s rights (a 400 naming ``preset``)."""
+    if preset_id is None:
+        return None, None
+    try:
+        preset = presets.preset_get_readable(user, preset_id)
+    except Http404:
+        message = "No preset with this id is available to you (GET /api/presets)."
+        raise ApplicationError(message, extra={"preset": [message]}) from None
+    return preset, presets.preset_settings_for(user, preset)
 
 
 def _apply_chat_settings(user: Any, conversation: Any, payload: Any, given: set[str]) -> None:

@@ -111,6 +111,11 @@ class ConversationCreate(Forbid):
     system_prompt: StrictStr | None = Field(None, description=SYSTEM_PROMPT_DOC)
     params: ChatParams | None = None
     tools: list[StrictStr] | None = Field(None, description=TOOLS_DOC)
+    preset: StrictInt | None = Field(
+        None,
+        description="Start from this preset (GET /api/presets): its model, mode, system "
+        "prompt, parameters, tools and knowledge bases, unless given here too.",
+    )
     folder: StrictInt | None = Field(None, description=FOLDER_DOC)
     tags: list[StrictStr] | None = Field(None, description=TAGS_DOC)
     pinned: StrictBool = Field(False, description=PINNED_DOC)
@@ -718,3 +723,62 @@ class UsageReport(Schema):
     by_model: list[UsageModel] = Field(description="Most tokens first.")
     quota: UsageQuota
 
+
+# --------------------------------------------------------------------------- presets
+
+PRESET_TOOLS_DOC = "Tool names offered in its chats (GET /api/tools); null: every tool."
+
+
+class PresetFields(Forbid):
+    description: StrictStr = Field(None, max_length=300)  # type: ignore[assignment]
+    model: ModelId | None = Field(None, description="A model id; null: the site default.")
+    system_prompt: StrictStr = None  # type: ignore[assignment]
+    tools: list[StrictStr] | None = Field(None, description=PRESET_TOOLS_DOC)
+    knowledge: list[StrictInt] = Field(  # type: ignore[assignment]
+        None, description="Ids of knowledge bases you may read."
+    )
+    params: ChatParams = None  # type: ignore[assignment]
+    mode: Mode = Field(None, description=MODE_DOC)  # type: ignore[assignment]
+    starters: list[StrictStr] = Field(  # type: ignore[assignment]
+        None, max_length=4, description="Up to four starter prompts."
+    )
+    groups: list[StrictInt] = Field(  # type: ignore[assignment]
+        None, description="Ids of groups you are in, to share the preset with (read-only)."
+    )
+
+
+class PresetNew(PresetFields):
+    name: StrictStr = Field(min_length=1, max_length=100)
+
+
+class PresetChange(PresetFields):
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1})
+
+    name: StrictStr = Field(None, min_length=1, max_length=100)  # type: ignore[assignment]
+
+
+class GroupRef(Schema):
+    id: int
+    name: str
+
+
+class PresetOut(Schema):
+    id: int
+    name: str
+    description: str
+    owner: str | None = Field(description="Its owner's username; null: an admin's, for everyone.")
+    read_only: bool = Field(description="true: shared with you; only its owner changes it.")
+    model: ModelRef | None
+    system_prompt: str
+    tools: list[str] | None = Field(description=PRESET_TOOLS_DOC)
+    knowledge: list[KnowledgeRef]
+    params: dict[str, float | int]
+    mode: Mode = Field(description=MODE_DOC)
+    starters: list[str]
+    groups: list[GroupRef]
+    created_at: datetime
+    updated_at: datetime
+
+
+class PresetList(Schema):
+    presets: list[PresetOut]
