@@ -27,6 +27,7 @@ from conversations.api.docs import errors
 from conversations.api.params import DocumentId, KnowledgeBaseId, whole
 from conversations.api.routes_files import (
     CONTENT_DISPOSITION,
+    UPLOAD_BODY,
     UPLOAD_HOW,
     streamed_upload,
     uploaded_file,
@@ -125,23 +126,9 @@ def knowledge_delete(request: HttpRequest, base_id: KnowledgeBaseId):
     "once, now (public addresses only); an HTML page is kept as Markdown.",
     openapi_extra={
         "requestBody": {
-            "required": True,
+            **UPLOAD_BODY,
             "content": {
-                MULTIPART: {
-                    "schema": {
-                        "type": "object",
-                        "properties": {"file": {"type": "string", "format": "binary"}},
-                        "required": ["file"],
-                    }
-                },
-                "application/octet-stream": {
-                    "schema": {
-                        "type": "string",
-                        "format": "binary",
-                        "description": "The file itself, named in a `Content-Disposition: "
-                        'attachment; filename="<name>"` header, as for `POST /api/files`.',
-                    }
-                },
+                **UPLOAD_BODY["content"],
                 "application/json": {
                     "schema": {"$ref": "#/components/schemas/KnowledgeDocumentFromUrl"}
                 },
