@@ -23,6 +23,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError, PydanticUndefined
 
+from conversations.http.params import DB_ID_MAX
 from conversations.models import AgentMode, Message, Run
 from conversations.organise.tags import TAG_CHARS, TAGS_MAX
 from conversations.transfer.exporting import EXPORT_FORMAT, EXPORT_VERSION
@@ -53,6 +54,8 @@ def _not_a_bool(value: Any) -> Any:
     return value
 
 
+# A row's id in a body: past 64 bits it could be no row's (and the database would fail on it).
+DbId = Annotated[StrictInt, Field(ge=1, le=DB_ID_MAX)]
 # A model id from GET /api/models (a string of digits is read as one; true is not one).
 ModelId = Annotated[int, BeforeValidator(_not_a_bool)]
 # "" asks for the default, as no value does.
@@ -111,7 +114,7 @@ class ConversationCreate(Forbid):
     system_prompt: StrictStr | None = Field(None, description=SYSTEM_PROMPT_DOC)
     params: ChatParams | None = None
     tools: list[StrictStr] | None = Field(None, description=TOOLS_DOC)
-    preset: StrictInt | None = Field(
+    preset: DbId | None = Field(
         None,
         description="Start from this preset (GET /api/presets): its model, mode, system "
         "prompt, parameters, tools and knowledge bases, unless given here too.",
@@ -131,7 +134,7 @@ class ConversationChange(Forbid):
     model: ModelId = None  # type: ignore[assignment]
     archived: StrictBool = None  # type: ignore[assignment]
     mode: Mode = Field(None, description=MODE_DOC)  # type: ignore[assignment]
-    knowledge: list[StrictInt] = Field(  # type: ignore[assignment]
+    knowledge: list[DbId] = Field(  # type: ignore[assignment]
         None,
         description="Ids of the knowledge bases the agent searches in this conversation "
         "(yours or shared with you); [] detaches them all.",
@@ -734,7 +737,7 @@ class PresetFields(Forbid):
     model: ModelId | None = Field(None, description="A model id; null: the site default.")
     system_prompt: StrictStr = None  # type: ignore[assignment]
     tools: list[StrictStr] | None = Field(None, description=PRESET_TOOLS_DOC)
-    knowledge: list[StrictInt] = Field(  # type: ignore[assignment]
+    knowledge: list[DbId] = Field(  # type: ignore[assignment]
         None, description="Ids of knowledge bases you may read."
     )
     params: ChatParams = None  # type: ignore[assignment]
@@ -742,7 +745,7 @@ class PresetFields(Forbid):
     starters: list[StrictStr] = Field(  # type: ignore[assignment]
         None, max_length=4, description="Up to four starter prompts."
     )
-    groups: list[StrictInt] = Field(  # type: ignore[assignment]
+    groups: list[DbId] = Field(  # type: ignore[assignment]
         None, description="Ids of groups you are in, to share the preset with (read-only)."
     )
 

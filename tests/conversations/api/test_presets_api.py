@@ -111,6 +111,8 @@ def test_your_preset_round_trips(alice, user, chat_model) -> None:
         ({"knowledge": [999999]}, "knowledge", "No knowledge base of yours has the id 999999."),
         ({"groups": [999999]}, "groups", "You are not in the group with the id 999999."),
         ({"mode": "fast"}, "mode", ""),
+        ({"groups": [2**70]}, "groups.0", ""),  # past any row's id: a 400, not a crash
+        ({"knowledge": [-1]}, "knowledge.0", ""),
         ({"name": ""}, "name", ""),
     ],
 )  # fmt: skip
