@@ -48,8 +48,7 @@ def test_create_then_start_a_chat_from_a_starter(user_client, user, chat_model, 
     assert f'<input type="hidden" name="preset" value="{preset.pk}">' in new_chat
     assert (
         '<input type="hidden" name="content" value="Say ahoy">'
-        '<button type="submit" class="starter">Say ahoy</button>'
-        in new_chat
+        '<button type="submit" class="starter">Say ahoy</button>' in new_chat
     )
 
     started = user_client.post(

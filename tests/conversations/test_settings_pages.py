@@ -113,7 +113,8 @@ def test_another_users_chat_panel_is_a_404(client, other_user, user) -> None:
 @pytest.mark.parametrize(
     ("theme", "root", "light_css", "dark_css"),
     [
-        ("system", '<html lang="en">', 'a11y-light.min.css" media="not all and (prefers-color-scheme: dark)"',
+        ("system", '<html lang="en">',
+         'a11y-light.min.css" media="not all and (prefers-color-scheme: dark)"',
          'a11y-dark.min.css" media="(prefers-color-scheme: dark)"'),
         ("dark", '<html lang="en" data-theme="dark">', None, 'a11y-dark.min.css">'),
         ("light", '<html lang="en" data-theme="light">', 'a11y-light.min.css">', None),
