@@ -21,12 +21,15 @@
   });
 
   // <button data-copy="#selector">: copies the text of what the selector names (of a
-  // <template>, its content: an answer's markdown source), then says so for a moment.
+  // <template>, its content: an answer's markdown source; of an input, its value: a new
+  // API token), then says so for a moment.
   document.addEventListener("click", function (event) {
     const button = event.target instanceof Element ? event.target.closest("[data-copy]") : null;
     const source = button && document.querySelector(button.dataset.copy);
     if (!source || !navigator.clipboard) return;
-    const text = source instanceof HTMLTemplateElement ? source.content.textContent : source.textContent;
+    const text = source instanceof HTMLTemplateElement
+      ? source.content.textContent
+      : source instanceof HTMLInputElement ? source.value : source.textContent;
     navigator.clipboard.writeText(text).then(function () {
       button.classList.add("copied");
       setTimeout(function () { button.classList.remove("copied"); }, 1500);

@@ -43,3 +43,18 @@ def test_copy_buttons_copy_the_question_and_the_answers_markdown(
     chat_page.reload()  # the same after a page load
     copy_answer.click()
     assert chat_page.evaluate(clipboard) == answer
+
+
+def test_a_new_api_tokens_copy_button_copies_it(
+    chat_page: Page, alice_context: BrowserContext, app_server: str
+) -> None:
+    alice_context.grant_permissions(["clipboard-read", "clipboard-write"], origin=app_server)
+    chat_page.goto("/settings/tokens/")
+    chat_page.get_by_label("Name").fill("copied token")
+    chat_page.get_by_role("button", name="Create token").click()
+    token = chat_page.get_by_label("New API token").input_value()
+    assert len(token) > 20
+    copy = chat_page.locator("#new-token").get_by_role("button", name="Copy")
+    copy.click()
+    expect(copy).to_have_class(re.compile(r"\bcopied\b"))
+    assert chat_page.evaluate("() => navigator.clipboard.readText()") == token

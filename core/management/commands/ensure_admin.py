@@ -20,8 +20,13 @@ class Command(BaseCommand):
 
     def handle(self, *args, username: str, url: str, **options) -> None:
         user_model = get_user_model()
-        if user_model.objects.filter(is_superuser=True).exists():
-            self.stdout.write("A superuser already exists; not creating another.")
+        existing = user_model.objects.filter(is_superuser=True).order_by("pk").first()
+        if existing is not None:
+            name = existing.get_username()
+            self.stdout.write(
+                f"An admin account already exists ({name}); not creating another. Lost its "
+                f"password? Set a new one with: .venv/bin/python manage.py changepassword {name}"
+            )
             return
         password = secrets.token_urlsafe(12)
         user_model.objects.create_superuser(username=username, email="", password=password)
