@@ -454,8 +454,12 @@ class RunView:
         if not self.done:
             return None
         usage = self.done.get("usage") or {}
+        # A plan counts its steps (a step's own loop turns are the engine's iterations:
+        # a 4-step plan of 2 turns each is 8 of those).
+        plan_steps = sum(len(plan_round.steps) for plan_round in self.plan.rounds.values())
         return {
             "iterations": self.done.get("iterations", 0),
+            "plan_steps": plan_steps,
             "tokens": usage.get("total_tokens", 0),
             "elapsed": self.done.get("elapsed", 0.0),
         }

@@ -121,3 +121,13 @@ def test_unknown_steps_and_rounds_are_ignored():
     assert view.apply(1, "step_progress", {"step_id": "x", "event": "started", "round": 4}) == ""
     view.apply(2, "phase", {"phase": "executing", "round": 1, "plan": PLAN})
     assert view.apply(3, *progress("nope", "completed", result="?")) == ""
+
+
+def test_the_footer_of_a_plan_counts_its_steps_not_its_loop_turns():
+    """Issue 47: a 4-step plan whose steps took two turns each said "8 steps"."""
+    done = ("done", {"iterations": 8, "usage": {"total_tokens": 900}, "elapsed": 3.2})
+    html = render_run_block(replayed([*EVENTS, done]), run=None)
+    footer = re.search(r'<div id="footer-9".*?</div>', html, re.S).group(0)
+    assert '<span class="iterations">4 plan steps</span>' in footer  # 3 in round 1, 1 in 2
+    react = render_run_block(replayed([done]), run=None)
+    assert '<span class="iterations">8 steps</span>' in react
