@@ -36,9 +36,22 @@ class ConversationAdmin(admin.ModelAdmin):
 
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
-    list_display = ("id", "conversation", "status", "iterations", "elapsed", "created_at")
+    """A run's record, read-only: runs write it, and a change here would rewrite what the
+    user was shown."""
+
+    list_display = ("id", "conversation", "status", "iterations", "seconds", "created_at")
     list_filter = ("status",)
     raw_id_fields = ("conversation", "trigger_message")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="elapsed", ordering="elapsed")
+    def seconds(self, obj: Run) -> str:
+        return f"{obj.elapsed:.1f} s" if obj.elapsed is not None else "–"
 
 
 @admin.register(RunEvent)

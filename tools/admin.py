@@ -118,6 +118,8 @@ class ToolConfigAdmin(AuditedAdminMixin, admin.ModelAdmin):
         spec = obj.spec
         if spec is None:
             return "no: not in the code any more"
+        if not obj.enabled:
+            return "no: disabled"
         why = tool_unavailable_reason(spec, obj.effective_config())
         return f"no: {why}" if why else "yes"
 

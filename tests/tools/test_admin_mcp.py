@@ -110,3 +110,10 @@ def test_tick_the_tools_that_require_confirmation(staff_client, mcp_http_url):
     assert not server.tool_requires_confirmation("get_current_time")
     bad = staff_client.post(change, {**form, "confirm_tools": ["made_up"]})
     assert bad.status_code == 200 and "Select a valid choice" in bad.content.decode()
+
+
+def test_the_name_help_says_how_the_model_sees_the_tools(admin_client) -> None:
+    """Issue 47: "<name>__<tool>" in the help was read as HTML tags, leaving "as __."."""
+    page = admin_client.get("/admin/tools/mcpserver/add/").content.decode()
+    assert "the model sees its tools as name__tool" in page
+    assert "github__search" in page and "as __." not in page

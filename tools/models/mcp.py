@@ -45,7 +45,8 @@ class MCPServer(models.Model):
         max_length=40,
         unique=True,
         validators=[_NAME_VALIDATOR],
-        help_text="Short name; tools appear to the model as <name>__<tool>.",
+        help_text="Short name; the model sees its tools as name__tool (a server “github” "
+        "with a tool “search”: github__search).",
     )
     description = models.CharField(max_length=300, blank=True)
     transport = models.CharField(max_length=8, choices=Transport.choices, default=Transport.STDIO)

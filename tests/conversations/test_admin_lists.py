@@ -1,5 +1,5 @@
-"""The admin's presets list says what each is used for (issue 46): conversations started
-from it, their runs and tokens."""
+"""The admin's lists of our rows: each preset with what it is used for (issue 46:
+conversations started from it, their runs and tokens), runs read-only (issue 47)."""
 
 from __future__ import annotations
 
@@ -33,3 +33,15 @@ def test_the_changelist_counts_conversations_runs_and_tokens(admin_client, user)
     assert "everyone (admin&#x27;s)" in unused_row
     assert '<td class="field-tokens">0</td>' in unused_row
     assert admin_client.get(f"/admin/conversations/preset/{used.pk}/change/").status_code == 200
+
+
+def test_run_records_are_read_only_with_readable_times(admin_client, user) -> None:
+    """Issue 47: run records were editable and showed raw floats."""
+    conversation = services.conversation_create(owner=user)
+    run = Run.objects.create(conversation=conversation, elapsed=3.14159, status="succeeded")
+    listing = admin_client.get("/admin/conversations/run/").content.decode()
+    assert '<td class="field-seconds">3.1 s</td>' in listing
+    change = admin_client.get(f"/admin/conversations/run/{run.pk}/change/").content.decode()
+    assert 'name="status"' not in change and "3.14159" in change  # shown, not a field
+    assert admin_client.post(f"/admin/conversations/run/{run.pk}/change/", {}).status_code == 403
+    assert admin_client.get("/admin/conversations/run/add/").status_code == 403
