@@ -17,6 +17,7 @@ from conversations.models import Conversation, Message, Run, RunEvent
 from conversations.pages.items import StepItem
 from conversations.pages.rendering import RunView, build_run_view, render_run_block
 from conversations.selectors import events_after, run_inject_ids, runs_with_events_after
+from conversations.services import quota_refusal
 
 __all__ = ["catch_up_frames", "conversation_timeline", "socket_catch_up"]
 
@@ -51,6 +52,9 @@ def conversation_timeline(*, conversation: Conversation, fresh_run_id: int | Non
     for message in messages:
         if message.run_id:
             by_run.setdefault(message.run_id, []).append(message)
+    # A run the quota refused before it started offers no Retry while the quota refuses.
+    refused_early = any(r.status == Run.Status.FAILED and r.started_at is None for r in runs)
+    quota_blocks = bool(refused_early and quota_refusal(conversation.owner))
     items: list[dict] = []
     runs_by_trigger = {run.trigger_message_id: run for run in runs}
     placed: set[int] = set()
@@ -60,19 +64,25 @@ def conversation_timeline(*, conversation: Conversation, fresh_run_id: int | Non
             question = tree.question_siblings(run.pk) if run is not None else None
             items.append({"kind": "message", "message": message, "question": question})
         if run is not None:
-            item = _run_item(run, events_by_run, answers, by_run.get(run.pk, []))
+            item = _run_item(run, events_by_run, answers, by_run.get(run.pk, []), quota_blocks)
             item["answers"] = tree.answer_siblings(run.pk)
             items.append(item)
             placed.add(run.pk)
     for run in runs:  # runs whose trigger message is gone
         if run.pk not in placed:
-            items.append(_run_item(run, events_by_run, answers, by_run.get(run.pk, [])))
+            items.append(
+                _run_item(run, events_by_run, answers, by_run.get(run.pk, []), quota_blocks)
+            )
     active = next((run for run in reversed(runs) if run.status in Run.ACTIVE_STATUSES), None)
     return {"items": items, "last_seq": last_seq, "active_run": active}
 
 
 def _run_item(
-    run: Run, events_by_run: dict, answers: dict[int, Message], run_messages: list[Message]
+    run: Run,
+    events_by_run: dict,
+    answers: dict[int, Message],
+    run_messages: list[Message],
+    quota_blocks: bool = False,
 ) -> dict:
     """A run of the timeline, from what the page already read (no query per run)."""
     events = sorted(events_by_run.get(run.pk, []), key=lambda e: e[0])
@@ -95,7 +105,11 @@ def _run_item(
                 "elapsed": run.elapsed or 0,
             }
         else:
-            view.error = {"message": run.error or run.get_status_display(), "status": run.status}
+            view.error = {
+                "message": run.error or run.get_status_display(),
+                "status": run.status,
+                "retryable": not (quota_blocks and run.started_at is None),
+            }
     pending = _pending_injects(view, run_messages, run.is_active)
     return {"kind": "run", "run": run, "view": view, "pending_injects": pending}
 

@@ -185,6 +185,7 @@ def test_queued_run_that_never_started_is_failed(user, chat_model, no_launch):
 
 
 def test_quota_exceeded_keeps_message_and_refuses_run(user, chat_model, no_launch, client):
+    from core import configcache
     from llms.models import UsageQuota
     from llms.services import usage_record
 
@@ -201,6 +202,12 @@ def test_quota_exceeded_keeps_message_and_refuses_run(user, chat_model, no_launc
     client.force_login(user)
     page = client.get(f"/c/{conversation.pk}/").content.decode()
     assert run.error.split(".")[0] in page  # the refusal is shown in the conversation
+    # No Retry while the quota still refuses (issue 47); once it allows, Retry is back.
+    assert f'hx-post="/runs/{run.pk}/retry/"' not in page
+    UsageQuota.objects.filter(user=user).update(daily_token_limit=1_000_000)
+    configcache.bump()  # an update() sends no signal to the configuration cache
+    page = client.get(f"/c/{conversation.pk}/").content.decode()
+    assert f'hx-post="/runs/{run.pk}/retry/"' in page
 
 
 def test_stop_cancels_the_follow_ups_queued_for_the_run(user, chat_model, no_launch):
