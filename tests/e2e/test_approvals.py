@@ -4,6 +4,7 @@ decision, without buttons."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -47,6 +48,9 @@ def test_approving_a_call_in_the_page_resumes_the_run(
     expect(card).to_contain_text("current_time needs your approval")
     expect(card).to_contain_text("Asia/Tokyo")
     expect(chat_page.locator(f"#status-{run_id}")).to_contain_text("Waiting for your approval")
+    # The two choices look different (issue 47): Approve the primary action, Deny a danger.
+    expect(card.get_by_role("button", name="Approve")).to_have_class(re.compile(r"\bprimary\b"))
+    expect(card.get_by_role("button", name="Deny")).to_have_class(re.compile(r"\bdanger\b"))
 
     card.get_by_role("button", name="Approve").click()
 
