@@ -29,6 +29,7 @@
   function nearBottom() {
     return window.innerHeight + window.scrollY >= document.body.scrollHeight - 160;
   }
+  const touchScreen = window.matchMedia("(pointer: coarse)");
   let stick = true;
   let observer = null;
   window.addEventListener("scroll", function () { stick = nearBottom(); }, { passive: true });
@@ -40,6 +41,8 @@
     const textarea = form.querySelector("textarea");
 
     textarea.addEventListener("keydown", function (event) {
+      // On a touch screen Enter is the keyboard's new line; Send is the button.
+      if (touchScreen.matches) return;
       if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
         event.preventDefault();
         if (textarea.value.trim()) form.requestSubmit();

@@ -296,10 +296,11 @@ def new_context(chromium: Path, app_server: str) -> Iterator[Callable[..., Brows
             executable_path=str(chromium), headless=True, args=CHROMIUM_ARGS
         )
 
-        def make(base_url: str = app_server) -> BrowserContext:
-            context = browser.new_context(
-                base_url=base_url, viewport={"width": 1280, "height": 900}
-            )
+        def make(base_url: str = app_server, **options: Any) -> BrowserContext:
+            """``options`` go to Playwright's ``new_context`` (a phone: ``viewport``,
+            ``has_touch``, ``is_mobile``)."""
+            options.setdefault("viewport", {"width": 1280, "height": 900})
+            context = browser.new_context(base_url=base_url, **options)
             context.set_default_timeout(TIMEOUT_MS)
             return context
 
