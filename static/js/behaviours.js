@@ -36,6 +36,18 @@
     });
   });
 
+  // <button data-expands="#selector" aria-expanded="false">: shows all of a collapsed
+  // element (a very long message) or collapses it again; the button says which it does.
+  document.addEventListener("click", function (event) {
+    const button = event.target instanceof Element ? event.target.closest("[data-expands]") : null;
+    const target = button && document.querySelector(button.dataset.expands);
+    if (!target) return;
+    const expanded = button.getAttribute("aria-expanded") === "true";
+    target.classList.toggle("collapsed", expanded);
+    button.setAttribute("aria-expanded", expanded ? "false" : "true");
+    button.textContent = expanded ? button.dataset.more : button.dataset.less;
+  });
+
   // <input data-select-on-focus>: focusing selects the whole value (a token to copy).
   function selectIfAsked(input) {
     if (input instanceof HTMLInputElement && input.hasAttribute("data-select-on-focus")) {
