@@ -174,6 +174,14 @@ def plain_message(exc: LLMError) -> str:
         return "The model's server did not answer in time. Retry?"
     if isinstance(exc, StreamEndedEarly):
         return "The model's server stopped answering before the reply was complete. Retry?"
+    if isinstance(exc, UnavailableError) and exc.status_code is None:
+        return (
+            "The model's server could not be reached (no connection). Retry, or an "
+            "administrator can check that it is running at the provider's address."
+        )
     if isinstance(exc, UnavailableError):
-        return "The model's server could not be reached, or it failed. Retry?"
+        return (
+            f"The model's server failed (HTTP {exc.status_code}). Retry, or an "
+            "administrator can see why in the run's details."
+        )
     return "The request to the model failed. Retry?"

@@ -232,3 +232,17 @@ async def test_a_tool_call_cut_at_the_output_limit_never_runs(scripted_server, m
     assert result.steps[0].error and "output limit" in result.steps[0].error
     told = json.dumps(scripted_server.requests[1]["messages"])
     assert "cut off" in told and result.answer == "Cleaned up."
+
+
+def test_a_server_error_and_no_connection_are_told_apart() -> None:
+    """Issue 47: an HTTP 500 and a refused connection said the same vague thing."""
+    from engine.llm.base import UnavailableError
+
+    assert plain_message(UnavailableError("HTTP 500: boom", status_code=500)) == (
+        "The model's server failed (HTTP 500). Retry, or an administrator can see why in "
+        "the run's details."
+    )
+    assert plain_message(UnavailableError("cannot reach http://x: ConnectError")) == (
+        "The model's server could not be reached (no connection). Retry, or an administrator "
+        "can check that it is running at the provider's address."
+    )

@@ -137,7 +137,10 @@ async def test_an_unreachable_model_server_is_reported_without_its_url(user, cha
     assert await execute(run.pk) == "failed"
 
     run = await Run.objects.aget(pk=run.pk)
-    assert run.error == "The model's server could not be reached, or it failed. Retry?"
+    assert run.error == (
+        "The model's server could not be reached (no connection). Retry, or an administrator "
+        "can check that it is running at the provider's address."
+    )
     assert "127.0.0.1:9" in run.error_detail
 
 
