@@ -34,6 +34,13 @@
     return true;
   }
 
+  // The chat's message box has the focus from the start: "?" in it while it is empty
+  // opens the shortcuts (a message does not start with a lone "?"); once typing, it types.
+  function emptyComposer(target) {
+    return target instanceof HTMLTextAreaElement && target.closest("form.composer") !== null &&
+      target.value === "";
+  }
+
   function typing(target) {
     return target instanceof HTMLElement &&
       (target.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(target.tagName));
@@ -53,7 +60,9 @@
       // An open dialog or menu closes itself; then the drawer; then a running answer stops.
       if (dialog.open || document.querySelector("dialog[open]")) return;
       handled = (window.agentsiteSidebar && window.agentsiteSidebar.closeDrawer()) || stop();
-    } else if (key === "?" && !mod && !typing(event.target)) openHelp();
+    } else if (key === "?" && !mod && (!typing(event.target) || emptyComposer(event.target))) {
+      openHelp();
+    }
     else handled = false;
     if (handled) event.preventDefault();
   });
