@@ -195,6 +195,13 @@
       button.setAttribute("aria-label", "Copy the code");
       pre.replaceWith(block);
       block.append(button, pre);
+      if (lang && lang !== "mermaid") {
+        // The fence's language, named above the code (as the peers show it).
+        const label = document.createElement("span");
+        label.className = "code-language";
+        label.textContent = lang;
+        block.prepend(label);
+      }
     }
     if (lang === "mermaid" && !openFences.has(pre)) drawDiagram(block, pre, code.textContent);
   }

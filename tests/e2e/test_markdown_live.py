@@ -289,6 +289,8 @@ def test_the_copy_button_copies_the_code(
     expect(answer).not_to_have_class(re.compile(r"\bstreaming\b"))
     button = answer.get_by_role("button", name="Copy the code")
     expect(button).to_have_count(1)
+    # The fence's language is named above the code (issue 47), and is not copied.
+    expect(answer.locator(".code-block .code-language")).to_have_text("python")
     button.click()
     expect(button).to_have_class(re.compile(r"\bcopied\b"))
     assert chat_page.evaluate("() => navigator.clipboard.readText()") == code
