@@ -181,7 +181,7 @@ def plain_message(exc: LLMError) -> str:
         )
     if isinstance(exc, UnavailableError):
         return (
-            f"The model's server failed (HTTP {exc.status_code}). Retry, or an "
-            "administrator can see why in the run's details."
+            "The model's server answered with an error of its own (it failed or is "
+            "overloaded). Retry, or an administrator can see why in the run's details."
         )
     return "The request to the model failed. Retry?"

@@ -239,8 +239,8 @@ def test_a_server_error_and_no_connection_are_told_apart() -> None:
     from engine.llm.base import UnavailableError
 
     assert plain_message(UnavailableError("HTTP 500: boom", status_code=500)) == (
-        "The model's server failed (HTTP 500). Retry, or an administrator can see why in "
-        "the run's details."
+        "The model's server answered with an error of its own (it failed or is overloaded). "
+        "Retry, or an administrator can see why in the run's details."
     )
     assert plain_message(UnavailableError("cannot reach http://x: ConnectError")) == (
         "The model's server could not be reached (no connection). Retry, or an administrator "
