@@ -13,7 +13,7 @@ PIP := $(PY) -m pip
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-fast lint install local-model system-deps sandbox-deps migrate static clean vendor
+.PHONY: run test test-fast lint install local-model system-deps sandbox-deps migrate static clean vendor messages
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -39,8 +39,9 @@ local-model: install
 
 ## Debian packages the tests drive for real: Redis and PostgreSQL (team mode), Chromium (e2e),
 ## bubblewrap (the python tool's sandbox: it refuses to run without it), nginx with envsubst
-## (deploy/nginx.conf in front of the servers), systemd-analyze (deploy/systemd/), slapd with
-## ldap-utils (the LDAP sign-in tests start a real directory: tests/sso/ldap_server.py) and the
+## (deploy/nginx.conf in front of the servers), gettext (tests/i18n checks the translation
+## catalogues are up to date, as `make messages` makes them), systemd-analyze
+## (deploy/systemd/), slapd with ldap-utils (the LDAP sign-in tests start a real directory: tests/sso/ldap_server.py) and the
 ## headers python-ldap compiles against (libldap2-dev, libsasl2-dev: the `ldap` extra).
 system-deps:
 	@missing=""; \
@@ -50,6 +51,7 @@ system-deps:
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	{ command -v nginx || test -x /usr/sbin/nginx; } >/dev/null || missing="$$missing nginx"; \
 	command -v envsubst >/dev/null || missing="$$missing gettext-base"; \
+	command -v xgettext >/dev/null || missing="$$missing gettext"; \
 	command -v systemd-analyze >/dev/null || missing="$$missing systemd"; \
 	{ command -v slapd || test -x /usr/sbin/slapd; } >/dev/null || missing="$$missing slapd"; \
 	command -v ldapadd >/dev/null || missing="$$missing ldap-utils"; \
@@ -109,6 +111,11 @@ test-fast: install lint sandbox-deps
 vendor:
 	npm ci --ignore-scripts --no-audit --no-fund
 	$(PYTHON) scripts/vendor_static.py
+
+## The translation catalogues in locale/ (docs/i18n.md): extract the strings marked for
+## translation, then compile the .mo files (committed: `make run` needs no gettext).
+messages: install
+	$(PY) manage.py messages
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .ruff_cache

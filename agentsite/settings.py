@@ -67,6 +67,8 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",  # early: every response below it gets the policy
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The language from the language cookie or Accept-Language (docs/i18n.md) ...
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -74,6 +76,8 @@ MIDDLEWARE = [
     # A user the identity provider disabled is logged out (conversations/accounts/).
     "conversations.accounts.middleware.ProviderRecheckMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    # ... unless the signed-in user chose one; and their time zone.
+    "conversations.preferences.UserPreferencesMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -91,6 +95,7 @@ TEMPLATES = [
         "OPTIONS": {
             "context_processors": [
                 "django.template.context_processors.request",
+                "django.template.context_processors.i18n",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "conversations.context_processors.preferences",
@@ -334,10 +339,12 @@ if AUTH_LDAP_SERVER_URI:
 AGENTSITE_TRUSTED_PROXY_HOPS = env.int("AGENTSITE_TRUSTED_PROXY_HOPS", default=0)
 AXES_CLIENT_IP_CALLABLE = "conversations.accounts.addresses.client_address"
 
-LANGUAGE_CODE = "en-us"
+LANGUAGE_CODE = "en"
 # The interface's languages (a user picks one in Settings; the agent is told to answer in
 # it). English first: the fallback.
 LANGUAGES = [("en", "English"), ("zh-hans", "简体中文"), ("ja", "日本語")]
+# Our one set of catalogues (templates, apps, static/js): `make messages` (docs/i18n.md).
+LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = env.str("TIME_ZONE", default="UTC")
 USE_I18N = True
 USE_TZ = True

@@ -3,7 +3,10 @@ from __future__ import annotations
 from django.contrib import admin
 from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
+from django.views.decorators.cache import cache_page
+from django.views.i18n import JavaScriptCatalog
 
+from conversations import language_pages
 from conversations.accounts import oidc
 from conversations.accounts.views import SignInView, SignOutView
 from conversations.api import token_pages
@@ -17,6 +20,14 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     path("metrics", metrics.metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
+    # The JavaScript catalogue: base.html asks for it with ?lang=<code>, so a browser's
+    # cached copy is never one of another language.
+    path(
+        "jsi18n/",
+        login_not_required(cache_page(3600)(JavaScriptCatalog.as_view())),
+        name="javascript-catalog",
+    ),
+    path("settings/language/", language_pages.set_language, name="set_language"),
     path("accounts/login/", SignInView.as_view(), name="login"),
     path("accounts/logout/", SignOutView.as_view(), name="logout"),
     path("accounts/", include("django.contrib.auth.urls")),

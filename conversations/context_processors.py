@@ -7,12 +7,10 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from conversations import user_settings
 from conversations.models import UserSettings
+from conversations.preferences import preferences_of
 
 
 def preferences(request: HttpRequest) -> dict[str, Any]:
-    user = getattr(request, "user", None)
-    if user is None or not user.is_authenticated:
-        return {"theme": UserSettings.Theme.SYSTEM}
-    return {"theme": user_settings.settings_for(user).theme}
+    row = preferences_of(request)
+    return {"theme": row.theme if row is not None else UserSettings.Theme.SYSTEM}

@@ -22,6 +22,7 @@ from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
+from django.utils import translation
 
 from conversations import selectors
 from conversations.live.eventlog import (
@@ -32,6 +33,7 @@ from conversations.live.eventlog import (
 )
 from conversations.live.frames import LiveFrames
 from conversations.pages import timeline
+from conversations.preferences import socket_language
 from conversations.runs.db import db
 from conversations.runs.publisher import conversation_group
 from core import logcontext, runtime
@@ -57,6 +59,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     channel_layer_alias = "agentsite.no-consumer-channel"
     subscription: LiveSubscription | None = None
     forwarding: asyncio.Task[None] | None = None
+    language = "en"  # the frames' language (socket_language), known once connected
     receiving: asyncio.Future[dict[str, Any]] | None = None  # the forwarder's receive
     counted = False  # among the open clients of the metrics (accepted, not yet left)
     open_key: int | None = None  # among the server's open clients (core/graceful.py)
@@ -99,10 +102,12 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         clients = runtime.part_or_none(OpenClients)
         if clients is not None:  # a restart closes the socket: the page comes back
             self.open_key = clients.add(self._close_for_restart)
+        self.language = await db(socket_language)(self.scope)
         try:
-            frames, self.last_seq, running = await db(timeline.socket_catch_up)(
-                conversation_id=self.conversation_id, after_seq=_after(self.scope)
-            )
+            with translation.override(self.language):
+                frames, self.last_seq, running = await db(timeline.socket_catch_up)(
+                    conversation_id=self.conversation_id, after_seq=_after(self.scope)
+                )
         except Exception:
             logger.warning("conversation %s: catch-up failed", self.conversation_id, exc_info=True)
             await self.close(code=1011)  # the page reconnects and catches up
@@ -174,7 +179,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         if seq <= self.last_seq:
             return
         self.last_seq = seq
-        html = await runtime.part(LiveFrames).html(message)
+        with translation.override(self.language):
+            html = await runtime.part(LiveFrames).html(message)
         if html:
             await self.send(text_data=html)
 
@@ -183,9 +189,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         holds ``through``."""
         if through > self.last_seq:
             await read_through(self.conversation_id, self.last_seq, through)
-        frames, self.last_seq = await db(timeline.catch_up_frames)(
-            conversation_id=self.conversation_id, after_seq=self.last_seq
-        )
+        with translation.override(self.language):
+            frames, self.last_seq = await db(timeline.catch_up_frames)(
+                conversation_id=self.conversation_id, after_seq=self.last_seq
+            )
         for html in frames:
             await self.send(text_data=html)
 
