@@ -18,6 +18,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, Strea
 from django.urls import path
 from django.utils import timezone
 from django.utils.http import content_disposition_header
+from django.utils.translation import gettext
 
 from audit.adminmixin import AuditedAdminMixin
 from audit.exporting import csv_lines, json_lines
@@ -73,11 +74,11 @@ class AuditEventAdmin(admin.ModelAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         if fmt not in EXPORTS:
-            return HttpResponseBadRequest("Choose csv or jsonl.")
+            return HttpResponseBadRequest(gettext("Choose csv or jsonl."))
         try:
             changelist = self.get_changelist_instance(request)
         except IncorrectLookupParameters:
-            return HttpResponseBadRequest("Unknown filter.")
+            return HttpResponseBadRequest(gettext("Unknown filter."))
         lines, content_type = EXPORTS[fmt]
         response = StreamingHttpResponse(lines(changelist.queryset), content_type=content_type)
         stamp = timezone.now().strftime("%Y%m%d-%H%M%S")

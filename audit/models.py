@@ -15,6 +15,7 @@ from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 
 class AppendOnlyError(Exception):
@@ -33,32 +34,38 @@ class AuditEventQuerySet(models.QuerySet):
 
 
 class AuditEvent(models.Model):
-    occurred_at = models.DateTimeField("when", default=timezone.now, db_index=True)
+    occurred_at = models.DateTimeField(_("when"), default=timezone.now, db_index=True)
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL,
+        verbose_name=_("actor"),
         null=True,
         blank=True,
         on_delete=models.SET_NULL,
         related_name="+",
     )
     actor_name = models.CharField(
-        "username", max_length=150, blank=True, help_text="Kept when the user is deleted."
+        _("username"), max_length=150, blank=True, help_text=_("Kept when the user is deleted.")
     )
-    action = models.CharField(max_length=64, db_index=True)
-    target_type = models.CharField(max_length=100, blank=True)
-    target_id = models.CharField(max_length=64, blank=True)
-    target_label = models.CharField(max_length=300, blank=True)
+    action = models.CharField(verbose_name=_("action"), max_length=64, db_index=True)
+    target_type = models.CharField(verbose_name=_("target type"), max_length=100, blank=True)
+    target_id = models.CharField(verbose_name=_("target id"), max_length=64, blank=True)
+    target_label = models.CharField(verbose_name=_("target label"), max_length=300, blank=True)
     changes = models.JSONField(
-        default=dict, blank=True, encoder=DjangoJSONEncoder, help_text="{field: [before, after]}"
+        verbose_name=_("changes"),
+        default=dict,
+        blank=True,
+        encoder=DjangoJSONEncoder,
+        help_text=_("{field: [before, after]}"),
     )
-    address = models.CharField("client address", max_length=45, blank=True)
-    request_id = models.CharField(max_length=100, blank=True)
+    address = models.CharField(_("client address"), max_length=45, blank=True)
+    request_id = models.CharField(verbose_name=_("request id"), max_length=100, blank=True)
 
     objects = AuditEventQuerySet.as_manager()
 
     class Meta:
+        verbose_name_plural = _("audit events")
         ordering = ["-occurred_at", "-id"]
-        verbose_name = "audit event"
+        verbose_name = _("audit event")
         indexes = [models.Index(fields=["action", "occurred_at"], name="audit_action_when")]
 
     def __str__(self) -> str:

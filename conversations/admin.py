@@ -4,6 +4,8 @@ from django.contrib import admin
 from django.db.models import BigIntegerField, Count, OuterRef, Subquery, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from conversations.models import (
     CompactionSummary,
@@ -49,9 +51,11 @@ class RunAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None) -> bool:
         return False
 
-    @admin.display(description="elapsed", ordering="elapsed")
+    @admin.display(description=_("elapsed"), ordering="elapsed")
     def seconds(self, obj: Run) -> str:
-        return f"{obj.elapsed:.1f} s" if obj.elapsed is not None else "–"
+        if obj.elapsed is None:
+            return "–"
+        return gettext("%(seconds)s s") % {"seconds": f"{obj.elapsed:.1f}"}
 
 
 @admin.register(RunEvent)
@@ -190,18 +194,18 @@ class PresetAdmin(admin.ModelAdmin):
             )
         )
 
-    @admin.display(description="owner", ordering="owner__username")
+    @admin.display(description=_("owner"), ordering="owner__username")
     def owner_name(self, obj: Preset) -> str:
-        return obj.owner.get_username() if obj.owner else "everyone (admin's)"
+        return obj.owner.get_username() if obj.owner else gettext("everyone (admin's)")
 
-    @admin.display(description="conversations", ordering="conversation_total")
+    @admin.display(description=_("conversations"), ordering="conversation_total")
     def conversation_count(self, obj: Preset) -> int:
         return obj.conversation_total
 
-    @admin.display(description="runs", ordering="run_total")
+    @admin.display(description=_("runs"), ordering="run_total")
     def run_count(self, obj: Preset) -> int:
         return obj.run_total
 
-    @admin.display(description="tokens", ordering="token_total")
+    @admin.display(description=_("tokens"), ordering="token_total")
     def tokens(self, obj: Preset) -> str:
         return f"{obj.token_total or 0:,}"

@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class ConversationsConfig(AppConfig):
     """Conversations, agent runs and their event log."""
 
     name = "conversations"
-    verbose_name = "Conversations"
+    verbose_name = _("Conversations")
 
     def ready(self) -> None:
         # Here: models load once the app registry is ready.

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from conversations.models import Message, MessageFile
 from core.errors import ApplicationError
@@ -35,16 +37,25 @@ def attachments_clean(*, user: Any, file_ids: Sequence[Any] | None, model: Any) 
         try:
             file_id = int(value)
         except (TypeError, ValueError):
-            raise _refused(f"{value!r} is not a file id.") from None
+            raise _refused(_("%(value)s is not a file id.") % {"value": repr(value)}) from None
         if file_id not in ids:
             ids.append(file_id)
     limit = settings.AGENTSITE_MESSAGE_MAX_FILES
     if len(ids) > limit:
-        raise _refused(f"At most {limit} files can go with one message.")
+        raise _refused(
+            ngettext(
+                "At most %(limit)d file can go with one message.",
+                "At most %(limit)d files can go with one message.",
+                limit,
+            )
+            % {"limit": limit}
+        )
     found = {f.pk: f for f in StoredFile.objects.filter(owner=user, pk__in=ids)}
     missing = [file_id for file_id in ids if file_id not in found]
     if missing:
-        raise _refused(f"No file {missing[0]} of yours: upload it first (POST /api/files).")
+        raise _refused(
+            _("No file %(id)s of yours: upload it first (POST /api/files).") % {"id": missing[0]}
+        )
     files = [found[file_id] for file_id in ids]
     images = [f for f in files if f.kind == StoredFile.Kind.IMAGE]
     if images:
@@ -55,15 +66,18 @@ def attachments_clean(*, user: Any, file_ids: Sequence[Any] | None, model: Any) 
 def _check_images(images: list[StoredFile], model: Any) -> None:
     if model is not None and not (model.abilities or {}).get("vision"):
         raise _refused(
-            f"{model} cannot read images, so {images[0].name} was not sent. Pick a model "
-            "with vision for this conversation, or remove the image."
+            _(
+                "%(model)s cannot read images, so %(name)s was not sent. Pick a model "
+                "with vision for this conversation, or remove the image."
+            )
+            % {"model": model, "name": images[0].name}
         )
     too_large = [f for f in images if f.size > settings.AGENTSITE_IMAGE_MAX_BYTES]
     if too_large:
         megabytes = settings.AGENTSITE_IMAGE_MAX_BYTES / (1024 * 1024)
         raise _refused(
-            f"{too_large[0].name} is too large to send to a model: images may be at most "
-            f"{megabytes:g} MB."
+            _("%(name)s is too large to send to a model: images may be at most %(size)s MB.")
+            % {"name": too_large[0].name, "size": f"{megabytes:g}"}
         )
 
 

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from django.utils.translation import gettext as _
+
 from conversations.models import Conversation
 from core.errors import ApplicationError
 from llms.models import LLMModel
@@ -45,10 +47,11 @@ class ParamRange:
     high: float
     integer: bool = False
 
-    def words(self) -> str:
+    def bounds(self) -> tuple[str, str]:
+        """The lowest and highest value as a refusal writes them."""
         if self.integer:
-            return f"{int(self.low):,} and {int(self.high):,}"
-        return f"{self.low:g} and {self.high:g}"
+            return f"{int(self.low):,}", f"{int(self.high):,}"
+        return f"{self.low:g}", f"{self.high:g}"
 
     def clamp(self, value: float) -> float | int:
         clamped = min(max(value, self.low), self.high)
@@ -80,29 +83,40 @@ def params_clean(params: Mapping[str, Any], model: LLMModel | None) -> dict[str,
     if unknown:
         raise _refuse(
             "params",
-            f"Unknown parameter {', '.join(unknown)}: a chat sets temperature, top_p and "
-            "max_tokens.",
+            _("Unknown parameter %(names)s: a chat sets temperature, top_p and max_tokens.")
+            % {"names": ", ".join(unknown)},
         )
     ranges = param_ranges(model)
-    for_model = f" for {model}" if model is not None else ""
     cleaned: dict[str, float | int] = {}
     for name in PARAMS:
         value = params.get(name)
         if value is None:
             continue
         allowed = ranges[name]
-        kind = "a whole number" if allowed.integer else "a number"
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise _refuse(f"params.{name}", f"{name} must be {kind}.")
+            raise _refuse(f"params.{name}", _not_a_number(name, integer=allowed.integer))
         if allowed.integer and not float(value).is_integer():
-            raise _refuse(f"params.{name}", f"{name} must be {kind}.")
+            raise _refuse(f"params.{name}", _not_a_number(name, integer=True))
         if not allowed.low <= value <= allowed.high:
-            raise _refuse(
-                f"params.{name}",
-                f"{name} must be between {allowed.words()}{for_model} (got {value:g}).",
-            )
+            low, high = allowed.bounds()
+            values = {"name": name, "low": low, "high": high, "value": f"{value:g}"}
+            if model is None:
+                message = _("%(name)s must be between %(low)s and %(high)s (got %(value)s).")
+            else:
+                values["model"] = str(model)
+                message = _(
+                    "%(name)s must be between %(low)s and %(high)s for %(model)s (got %(value)s)."
+                )
+            raise _refuse(f"params.{name}", message % values)
         cleaned[name] = int(value) if allowed.integer else float(value)
     return cleaned
+
+
+def _not_a_number(name: str, *, integer: bool) -> str:
+    """The refusal of a parameter that is not a number (``name`` stays as the API spells it)."""
+    if integer:
+        return _("%(name)s must be a whole number.") % {"name": name}
+    return _("%(name)s must be a number.") % {"name": name}
 
 
 def _model_of(conversation: Conversation, user: Any) -> LLMModel | None:
@@ -153,9 +167,11 @@ def tools_clean(user: Any, tools: Iterable[str] | None) -> list[str] | None:
     allowed = {tool["name"] for tool in tool_choices(user)}
     refused = [name for name in names if name not in allowed]
     if refused:
-        choices = ", ".join(sorted(allowed)) or "none"
+        choices = ", ".join(sorted(allowed)) or _("none")
         raise _refuse(
-            "tools", f"Not a tool you may use: {', '.join(refused)}. Choose from: {choices}."
+            "tools",
+            _("Not a tool you may use: %(refused)s. Choose from: %(choices)s.")
+            % {"refused": ", ".join(refused), "choices": choices},
         )
     return names
 
@@ -168,8 +184,7 @@ def param_from_form(name: str, raw: str) -> float | int | None:
     try:
         return int(text) if name == "max_tokens" else float(text)
     except ValueError:
-        kind = "a whole number" if name == "max_tokens" else "a number"
-        raise _refuse(f"params.{name}", f"{name} must be {kind}.") from None
+        raise _refuse(f"params.{name}", _not_a_number(name, integer=name == "max_tokens")) from None
 
 
 def conversation_set_tools(
@@ -188,8 +203,8 @@ def conversation_set_system_prompt(
     if len(text) > SYSTEM_PROMPT_MAX_CHARS:
         raise _refuse(
             "system_prompt",
-            f"A system prompt has at most {SYSTEM_PROMPT_MAX_CHARS:,} characters "
-            f"(this one has {len(text):,}).",
+            _("A system prompt has at most %(limit)s characters (this one has %(count)s).")
+            % {"limit": f"{SYSTEM_PROMPT_MAX_CHARS:,}", "count": f"{len(text):,}"},
         )
     conversation.system_prompt = text
     conversation.save(update_fields=["system_prompt", "updated_at"])

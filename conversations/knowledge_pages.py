@@ -19,6 +19,7 @@ from django.db.models import F, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
+from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -55,7 +56,7 @@ def knowledge_list(request: HttpRequest) -> HttpResponse:
         except ApplicationError as exc:
             form["errors"] = _field_errors(exc, default="name")
         else:
-            flash.success(request, f"Knowledge base “{base.name}” created.")
+            flash.success(request, _("Knowledge base “%(name)s” created.") % {"name": base.name})
             return redirect("knowledge_detail", base_id=base.pk)
     bases = list(knowledge_selectors.bases_listed(request.user).prefetch_related("shared_groups"))
     context = {
@@ -87,7 +88,7 @@ def knowledge_delete(request: HttpRequest, base_id: int) -> HttpResponse:
     base = _writable(request, base_id)
     name = base.name
     knowledge_services.base_delete(base)
-    flash.success(request, f"Knowledge base “{name}” deleted.")
+    flash.success(request, _("Knowledge base “%(name)s” deleted.") % {"name": name})
     return redirect("knowledge_list")
 
 
@@ -113,7 +114,7 @@ def _upload(request: HttpRequest, base_id: int) -> HttpResponse:
         with raw_uploads.raw_file(request) as uploaded:
             return _upload_answer(request, base, _added(base, [uploaded]))
     files = request.FILES.getlist("file")
-    errors = _added(base, files) if files else ["Choose one or more files to add."]
+    errors = _added(base, files) if files else [_("Choose one or more files to add.")]
     return _upload_answer(request, base, errors)
 
 
@@ -124,7 +125,9 @@ def _added(base: KnowledgeBase, files: list[UploadedFile]) -> list[str]:
         try:
             knowledge_services.document_add(base, uploaded)
         except ApplicationError as exc:
-            errors.append(f"{uploaded.name}: {exc.message}")
+            errors.append(
+                _("%(name)s: %(reason)s") % {"name": uploaded.name, "reason": exc.message}
+            )
     return errors
 
 
@@ -250,7 +253,7 @@ def conversation_knowledge(request: HttpRequest, conversation_id: int) -> HttpRe
                 conversation=conversation, user=request.user, base_ids=ids
             )
         except ValueError:
-            error = "Choose knowledge bases from the list."
+            error = _("Choose knowledge bases from the list.")
         except ApplicationError as exc:
             error = exc.message
         else:

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from asgiref.sync import async_to_sync
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.utils.translation import gettext as _
 
 from core.errors import ApplicationError
 from files.services import sanitize_name
@@ -36,7 +37,7 @@ def fetched(url: str) -> SimpleUploadedFile:
     """The page at ``url`` as a file to store: HTML as Markdown under its title, anything
     else as its bytes (``files.services.store`` decides what they are)."""
     if urlsplit(url).scheme not in ("http", "https"):
-        raise _refused("Give an http:// or https:// URL.")
+        raise _refused(_("Give an http:// or https:// URL."))
     limit = file_max_bytes()
     try:
         response = async_to_sync(safe_request)(
@@ -44,13 +45,13 @@ def fetched(url: str) -> SimpleUploadedFile:
             headers={"Accept": ACCEPT}, cross_origin=FOLLOW,
         )  # fmt: skip
     except UnsafeURLError as exc:
-        raise _refused(f"This URL is refused: {exc}") from None
+        raise _refused(_("This URL is refused: %(reason)s") % {"reason": exc}) from None
     except FetchError as exc:
-        raise _refused(f"The page could not be fetched: {exc}") from None
+        raise _refused(_("The page could not be fetched: %(reason)s") % {"reason": exc}) from None
     if response.status_code >= 400:
-        raise _refused(f"The page answered HTTP {response.status_code}.")
+        raise _refused(_("The page answered HTTP %(status)s.") % {"status": response.status_code})
     if response.truncated:
-        raise _refused("The page is larger than the file size limit.")
+        raise _refused(_("The page is larger than the file size limit."))
     where = urlsplit(response.url)
     last = where.path.rstrip("/").rpartition("/")[2]
     if response.content_type in HTML_TYPES:

@@ -10,6 +10,7 @@ from typing import Any
 from django.contrib import messages as flash
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
 from conversations import chat_settings, presets
@@ -111,7 +112,7 @@ def preset_list(request: HttpRequest) -> HttpResponse:
         except ApplicationError as exc:
             form, errors = _typed(request.POST), _errors(exc)
         else:
-            flash.success(request, f"Preset “{created.name}” created.")
+            flash.success(request, _("Preset “%(name)s” created.") % {"name": created.name})
             return redirect("preset_list")
     context = {
         "presets": presets.presets_for(request.user).order_by("name", "id"),
@@ -137,7 +138,7 @@ def preset_edit(request: HttpRequest, preset_id: int) -> HttpResponse:
         except ApplicationError as exc:
             form, errors = _typed(request.POST), _errors(exc)
         else:
-            flash.success(request, f"Preset “{preset.name}” saved.")
+            flash.success(request, _("Preset “%(name)s” saved.") % {"name": preset.name})
             return redirect("preset_edit", preset_id=preset.pk)
     context = {"preset": preset, "read_only": read_only, "form": form, "errors": errors, **choices}
     return render(request, EDIT, context, status=INVALID if errors else 200)
@@ -147,5 +148,5 @@ def preset_edit(request: HttpRequest, preset_id: int) -> HttpResponse:
 def preset_delete(request: HttpRequest, preset_id: int) -> HttpResponse:
     preset = presets.preset_get_writable(request.user, preset_id)
     presets.preset_delete(preset)
-    flash.success(request, f"Preset “{preset.name}” deleted.")
+    flash.success(request, _("Preset “%(name)s” deleted.") % {"name": preset.name})
     return redirect("preset_list")

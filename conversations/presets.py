@@ -18,6 +18,7 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.http import Http404
+from django.utils.translation import gettext as _
 
 from conversations import chat_settings
 from conversations.models import AgentMode, Conversation, Preset
@@ -97,7 +98,7 @@ def _model(user: Any, model_id: Any) -> LLMModel | None:
         return None
     model = models_for_user(user=user).filter(pk=model_id).first()
     if model is None:
-        raise _refuse("model", "This model is not available to you. Pick one from the list.")
+        raise _refuse("model", _("This model is not available to you. Pick one from the list."))
     return model
 
 
@@ -105,16 +106,24 @@ def _knowledge(user: Any, ids: Iterable[int]) -> list[int]:
     wanted = list(dict.fromkeys(int(i) for i in ids))
     readable = set(readable_bases(user).filter(pk__in=wanted).values_list("pk", flat=True))
     if missing := [i for i in wanted if i not in readable]:
-        raise _refuse("knowledge", f"No knowledge base of yours has the id {missing[0]}.")
+        raise _refuse(
+            "knowledge", _("No knowledge base of yours has the id %(id)s.") % {"id": missing[0]}
+        )
     return wanted
 
 
 def _starters(starters: Iterable[Any]) -> list[str]:
     cleaned = [str(text).strip() for text in starters if str(text).strip()]
     if len(cleaned) > STARTERS_MAX:
-        raise _refuse("starters", f"A preset has at most {STARTERS_MAX} starter prompts.")
+        raise _refuse(
+            "starters",
+            _("A preset has at most %(limit)s starter prompts.") % {"limit": STARTERS_MAX},
+        )
     if any(len(text) > STARTER_MAX_CHARS for text in cleaned):
-        raise _refuse("starters", f"A starter prompt has at most {STARTER_MAX_CHARS} characters.")
+        raise _refuse(
+            "starters",
+            _("A starter prompt has at most %(limit)s characters.") % {"limit": STARTER_MAX_CHARS},
+        )
     return cleaned
 
 
@@ -124,7 +133,9 @@ def _groups(user: Any, ids: Iterable[int]) -> list[Group]:
     wanted = list(dict.fromkeys(int(i) for i in ids))
     mine = {group.pk: group for group in user.groups.filter(pk__in=wanted)}
     if missing := [i for i in wanted if i not in mine]:
-        raise _refuse("groups", f"You are not in the group with the id {missing[0]}.")
+        raise _refuse(
+            "groups", _("You are not in the group with the id %(id)s.") % {"id": missing[0]}
+        )
     return [mine[i] for i in wanted]
 
 
@@ -132,9 +143,15 @@ def _text(field: str, value: Any, limit: int, *, required: bool = False) -> str:
     text = " ".join(str(value or "").split()) if field != "system_prompt" else str(value or "")
     text = text.strip()
     if required and not text:
-        raise _refuse(field, f"A preset needs a {field}.")
+        if field == "name":
+            raise _refuse(field, _("A preset needs a name."))
+        raise _refuse(field, _("A preset needs a %(field)s.") % {"field": field})
     if len(text) > limit:
-        raise _refuse(field, f"A preset's {field} has at most {limit:,} characters.")
+        raise _refuse(
+            field,
+            _("A preset's %(field)s has at most %(limit)s characters.")
+            % {"field": field, "limit": f"{limit:,}"},
+        )
     return text
 
 
@@ -143,7 +160,7 @@ def _checked(user: Any, fields: Mapping[str, Any], current: Preset | None) -> di
     the given one, else the preset's, else the user's default."""
     unknown = sorted(set(fields) - set(FIELDS))
     if unknown:
-        raise _refuse(unknown[0], f"Unknown field {unknown[0]}.")
+        raise _refuse(unknown[0], _("Unknown field %(field)s.") % {"field": unknown[0]})
     out: dict[str, Any] = {}
     if "name" in fields:
         out["name"] = _text("name", fields["name"], NAME_MAX_CHARS, required=True)
@@ -161,7 +178,10 @@ def _checked(user: Any, fields: Mapping[str, Any], current: Preset | None) -> di
         out["knowledge"] = _knowledge(user, fields["knowledge"] or [])
     if "mode" in fields:
         if fields["mode"] not in AgentMode.values:
-            raise _refuse("mode", f"Choose a mode among {', '.join(AgentMode.values)}.")
+            raise _refuse(
+                "mode",
+                _("Choose a mode among %(modes)s.") % {"modes": ", ".join(AgentMode.values)},
+            )
         out["mode"] = fields["mode"]
     if "starters" in fields:
         out["starters"] = _starters(fields["starters"] or [])
@@ -195,7 +215,7 @@ def _save(preset: Preset, values: dict[str, Any]) -> Preset:
 
 def preset_create(owner: Any, fields: Mapping[str, Any]) -> Preset:
     if "name" not in fields:
-        raise _refuse("name", "A preset needs a name.")
+        raise _refuse("name", _("A preset needs a name."))
     values = _checked(owner, fields, None)
     with transaction.atomic():
         return _save(Preset(owner=owner), values)
@@ -221,18 +241,27 @@ def preset_settings_for(user: Any, preset: Preset) -> dict[str, Any]:
     if preset.model_id is not None:
         model = models_for_user(user=user).filter(pk=preset.model_id).first()
         if model is None:
-            raise _refuse(
-                "preset",
-                f"The preset “{preset.name}” uses the model {preset.model or 'that was deleted'}, "
-                "which is not available to you: ask its owner or an administrator.",
-            )
+            if preset.model is None:
+                message = _(
+                    "The preset “%(name)s” uses the model that was deleted, which is not "
+                    "available to you: ask its owner or an administrator."
+                ) % {"name": preset.name}
+            else:
+                message = _(
+                    "The preset “%(name)s” uses the model %(model)s, which is not available "
+                    "to you: ask its owner or an administrator."
+                ) % {"name": preset.name, "model": preset.model}
+            raise _refuse("preset", message)
     if preset.tools is not None:
         allowed = {tool["name"] for tool in chat_settings.tool_choices(user)}
         if refused := [name for name in preset.tools if name not in allowed]:
             raise _refuse(
                 "preset",
-                f"The preset “{preset.name}” offers tools you may not use: "
-                f"{', '.join(refused)}. Ask its owner or an administrator.",
+                _(
+                    "The preset “%(name)s” offers tools you may not use: %(tools)s. Ask its "
+                    "owner or an administrator."
+                )
+                % {"name": preset.name, "tools": ", ".join(refused)},
             )
     effective_model = model or default_model_for_user(user=user)
     readable = set(readable_bases(user).values_list("pk", flat=True))

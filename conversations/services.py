@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from audit.services import Client, record
 from conversations.attachments import attach, attachments_clean
@@ -45,13 +46,14 @@ def message_content_clean(content: str | None) -> str:
     """The message as it will be saved; refused when empty or over the length limit."""
     content = (content or "").strip()
     if not content:
-        raise ApplicationError("Type a message first.", extra={"content": ["Required."]})
+        raise ApplicationError(_("Type a message first."), extra={"content": [_("Required.")]})
     limit = message_max_chars()
     if len(content) > limit:
         raise ApplicationError(
-            f"The message is too long ({len(content):,} characters; the limit is {limit:,}).",
+            _("The message is too long (%(count)s characters; the limit is %(limit)s).")
+            % {"count": f"{len(content):,}", "limit": f"{limit:,}"},
             code="too_large",
-            extra={"content": [f"At most {limit} characters."]},
+            extra={"content": [_("At most %(limit)s characters.") % {"limit": limit}]},
         )
     return content
 
@@ -72,7 +74,7 @@ def conversation_rename(*, conversation: Conversation, title: str) -> Conversati
     """The user's title: from now on no automatic title replaces it (conversations/titles.py)."""
     title = title.strip()
     if not title:
-        raise ApplicationError("A title cannot be empty.", extra={"title": ["Required."]})
+        raise ApplicationError(_("A title cannot be empty."), extra={"title": [_("Required.")]})
     conversation.title = title[:200]
     conversation.title_by_user = True
     conversation.save(update_fields=["title", "title_by_user", "updated_at"])
@@ -87,7 +89,9 @@ def mode_clean(mode: str | None, *, blank: bool = False) -> str:
     if mode not in AgentMode.values:
         choices = ", ".join(AgentMode.values)
         raise ApplicationError(
-            f"Unknown mode {mode!r}: choose one of {choices}.", extra={"mode": [choices]}
+            _("Unknown mode %(mode)s: choose one of %(choices)s.")
+            % {"mode": repr(mode), "choices": choices},
+            extra={"mode": [choices]},
         )
     return mode
 
@@ -125,7 +129,7 @@ def conversation_set_knowledge(
     readable = {b.pk: b for b in knowledge_selectors.readable_bases(user).filter(pk__in=wanted)}
     missing = [base_id for base_id in wanted if base_id not in readable]
     if missing:
-        message = f"No knowledge base {missing[0]} that you may read."
+        message = _("No knowledge base %(id)s that you may read.") % {"id": missing[0]}
         raise ApplicationError(message, extra={"knowledge": [message]})
     conversation.knowledge.set([readable[base_id] for base_id in wanted])
     return conversation
@@ -222,10 +226,12 @@ def _message_save(
             raise _StaleActiveRun
         if current is not None and files:
             raise ApplicationError(
-                "Files go with a new question: send them once this answer ends (or press "
-                "Stop), or send the text alone now as a follow-up.",
+                _(
+                    "Files go with a new question: send them once this answer ends (or press "
+                    "Stop), or send the text alone now as a follow-up."
+                ),
                 code="conflict",
-                extra={"files": ["The agent is still answering the previous message."]},
+                extra={"files": [_("The agent is still answering the previous message.")]},
             )
         if current is not None:
             message = Message.objects.create(
@@ -342,7 +348,7 @@ def _report_stopped(run_id: int) -> None:
     run = Run.objects.filter(pk=run_id).first()
     if run is None:
         return
-    events: list[AgentEvent] = [ErrorEvent("Stopped.", "cancelled")]
+    events: list[AgentEvent] = [ErrorEvent(_("Stopped."), "cancelled")]
     unanswered = lifecycle.followups_unanswered(run_id=run_id)
     if unanswered is not None:
         events.append(unanswered)
@@ -362,9 +368,9 @@ def approval_decide(
         .first()
     )
     if requested is None:
-        raise ApplicationError("There is no such approval request.", code="not_found")
+        raise ApplicationError(_("There is no such approval request."), code="not_found")
     if run.status not in Run.ACTIVE_STATUSES:
-        raise ApplicationError("This run has ended: the request is closed.", code="conflict")
+        raise ApplicationError(_("This run has ended: the request is closed."), code="conflict")
     status = ToolApproval.Status.APPROVED if approve else ToolApproval.Status.DENIED
     now = timezone.now()
     with transaction.atomic():
@@ -395,7 +401,8 @@ def approval_decide(
         if not decided:
             approval.refresh_from_db(fields=["status"])
             raise ApplicationError(
-                f"This request was already answered ({approval.get_status_display().lower()}).",
+                _("This request was already answered (%(status)s).")
+                % {"status": approval.get_status_display().lower()},
                 code="conflict",
             )
         approval.status = status

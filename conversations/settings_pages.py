@@ -12,6 +12,7 @@ from django.conf import settings
 from django.contrib import messages as flash
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
 from conversations import user_settings
@@ -41,7 +42,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
         except ApplicationError as exc:
             errors = {field: messages[0] for field, messages in exc.extra.items()}
         else:
-            flash.success(request, "Settings saved.")
+            flash.success(request, _("Settings saved."))
             return redirect("user_settings")
     context = {
         "form": form,

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from conversations.models import UserSettings
 from core.errors import ApplicationError
@@ -36,9 +37,13 @@ def _refuse(field: str, message: str) -> ApplicationError:
 
 
 def _language(value: str) -> str:
-    codes = [code for code, _ in settings.LANGUAGES]
+    codes = [code for code, _name in settings.LANGUAGES]
     if value and value not in codes:
-        raise _refuse("language", f"Unknown language {value!r}: use one of {', '.join(codes)}.")
+        raise _refuse(
+            "language",
+            _("Unknown language %(value)s: use one of %(codes)s.")
+            % {"value": repr(value), "codes": ", ".join(codes)},
+        )
     return value
 
 
@@ -49,7 +54,9 @@ def _zone(value: str) -> str:
         zoneinfo.ZoneInfo(value)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
         raise _refuse(
-            "timezone", f"Unknown time zone {value!r}: use an IANA name such as Europe/Paris."
+            "timezone",
+            _("Unknown time zone %(value)s: use an IANA name such as Europe/Paris.")
+            % {"value": repr(value)},
         ) from None
     return value
 
@@ -57,7 +64,11 @@ def _zone(value: str) -> str:
 def _theme(value: str) -> str:
     if value not in UserSettings.Theme.values:
         choices = ", ".join(UserSettings.Theme.values)
-        raise _refuse("theme", f"Unknown theme {value!r}: use one of {choices}.")
+        raise _refuse(
+            "theme",
+            _("Unknown theme %(value)s: use one of %(choices)s.")
+            % {"value": repr(value), "choices": choices},
+        )
     return value
 
 
@@ -66,8 +77,8 @@ def _instructions(value: str) -> str:
     if len(text) > INSTRUCTIONS_MAX_CHARS:
         raise _refuse(
             "instructions",
-            f"Instructions have at most {INSTRUCTIONS_MAX_CHARS:,} characters "
-            f"(these have {len(text):,}).",
+            _("Instructions have at most %(limit)s characters (these have %(count)s).")
+            % {"limit": f"{INSTRUCTIONS_MAX_CHARS:,}", "count": f"{len(text):,}"},
         )
     return text
 
@@ -84,7 +95,7 @@ def settings_update(user: Any, **changes: str) -> UserSettings:
     """Change the given settings, each checked (a 400 naming the field), all or none."""
     cleaned = {name: CHECKS[name](value) for name, value in changes.items()}
     with transaction.atomic():
-        row, _ = UserSettings.objects.select_for_update().get_or_create(user=user)
+        row, _created = UserSettings.objects.select_for_update().get_or_create(user=user)
         for name, value in cleaned.items():
             setattr(row, name, value)
         row.save()

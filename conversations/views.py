@@ -12,6 +12,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from audit.services import client_of
@@ -168,7 +169,7 @@ def run_approval(request: HttpRequest, run_id: int, call_id: str) -> HttpRespons
     run = selectors.run_get(user=request.user, run_id=run_id)
     decision = request.POST.get("decision", "")
     if decision not in ("approve", "deny"):
-        return _form_error(request, "Choose Approve or Deny.")
+        return _form_error(request, _("Choose Approve or Deny."))
     try:
         approval = services.approval_decide(
             run=run,
@@ -184,7 +185,7 @@ def run_approval(request: HttpRequest, run_id: int, call_id: str) -> HttpRespons
     view = logged_run_view(run.pk)
     item = view.approval_item(call_id)
     if item is None:
-        raise Http404("There is no such approval request.")
+        raise Http404(_("There is no such approval request."))
     item.extra["status"] = approval.status
     return render(request, f"{PARTIALS}#approval-item", {"item": item, "view": view})
 
@@ -228,7 +229,10 @@ def conversation_archive(request: HttpRequest, conversation_id: int) -> HttpResp
         return render(
             request, f"{PARTIALS}#archive-form", {"conversation": conversation, "oob": True}
         )
-    flash.success(request, f"“{conversation}” {'archived' if archived else 'restored'}.")
+    if archived:
+        flash.success(request, _("“%(title)s” archived.") % {"title": conversation})
+    else:
+        flash.success(request, _("“%(title)s” restored.") % {"title": conversation})
     return redirect("conversation_list")
 
 
@@ -240,7 +244,7 @@ def conversation_delete(request: HttpRequest, conversation_id: int) -> HttpRespo
     services.conversation_delete(conversation=conversation)
     if _from_sidebar(request) and not was_open:
         return HttpResponse()  # the row goes; the open chat stays
-    flash.success(request, f"“{title}” deleted.")
+    flash.success(request, _("“%(title)s” deleted.") % {"title": title})
     if request.htmx:
         response = HttpResponse()
         response["HX-Redirect"] = reverse("conversation_list")
@@ -294,7 +298,7 @@ def run_summary(request: HttpRequest, run_id: int) -> HttpResponse:
     """The compaction summary a run produced (read from the divider)."""
     run = selectors.run_get(user=request.user, run_id=run_id)
     summary = run.summaries.order_by("-created_at").first()
-    text = summary.summary if summary else "No summary was stored for this run."
+    text = summary.summary if summary else _("No summary was stored for this run.")
     return render(request, f"{PARTIALS}#summary-text", {"text": text})
 
 

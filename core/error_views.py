@@ -12,6 +12,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
+from django.utils.translation import gettext as _
 
 __all__ = ["bad_request", "page_not_found", "server_error"]
 
@@ -19,18 +20,20 @@ __all__ = ["bad_request", "page_not_found", "server_error"]
 def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     if isinstance(exception, RequestDataTooBig):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        message = f"The request body is too large (the limit is {limit:,} bytes)."
-        return error_response(request, 413, "Too large", message)
-    return error_response(request, 400, "Bad request", "The request could not be understood.")
+        message = _("The request body is too large (the limit is %(limit)s bytes).") % {
+            "limit": f"{limit:,}"
+        }
+        return error_response(request, 413, _("Too large"), message)
+    return error_response(request, 400, _("Bad request"), _("The request could not be understood."))
 
 
 def page_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    return error_response(request, 404, "Not found", "There is nothing at this address.")
+    return error_response(request, 404, _("Not found"), _("There is nothing at this address."))
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
-    message = "Something went wrong on our side. Nothing you sent was saved: try again."
-    return error_response(request, 500, "Server error", message)
+    message = _("Something went wrong on our side. Nothing you sent was saved: try again.")
+    return error_response(request, 500, _("Server error"), message)
 
 
 def error_response(request: HttpRequest, status: int, title: str, message: str) -> HttpResponse:

@@ -11,6 +11,8 @@ from typing import Any
 
 from django import forms
 from django.utils.html import escape
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy
 
 __all__ = ["WriteOnlyTextarea", "resolve_secret", "write_only_field"]
 
@@ -35,7 +37,9 @@ def write_only_field(*, label: str, hint: str, multiline: bool = False) -> forms
         strip=True,
         widget=widget,
         # The admin renders help text unescaped; hints carry admin-entered header names.
-        help_text=escape(f"{hint} Leave empty to keep the current value."),
+        help_text=escape(
+            format_lazy("{} {}", hint, gettext_lazy("Leave empty to keep the current value."))
+        ),
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 class ConfigVersion(models.Model):
@@ -17,7 +18,8 @@ class ConfigVersion(models.Model):
     token = models.CharField(max_length=32)
 
     class Meta:
-        verbose_name = "configuration version"
+        verbose_name_plural = _("configuration versions")
+        verbose_name = _("configuration version")
 
     def __str__(self) -> str:
         return self.token

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
+from django.utils.translation import gettext_lazy as _
 from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -19,11 +20,11 @@ from core.episodes import OutageLog
 logger = logging.getLogger(__name__)
 
 OUTAGES = (OperationalError, InterfaceError, RedisConnectionError, RedisTimeoutError, BrokerError)
-MESSAGE = (
+MESSAGE = _(
     "The service is briefly unavailable (its database or message queue is not answering). "
     "Nothing you typed was lost: try again in a moment."
 )
-DISK_FULL_MESSAGE = (
+DISK_FULL_MESSAGE = _(
     "The server's disk is full, so nothing new can be saved until an administrator frees "
     "space. Nothing you typed was lost: try again later."
 )
@@ -43,8 +44,8 @@ def is_disk_full(error: BaseException) -> bool:
 
 
 def outage_message(error: BaseException) -> str:
-    """The sentence a user reads when a request met ``error``."""
-    return DISK_FULL_MESSAGE if is_disk_full(error) else MESSAGE
+    """The sentence a user reads when a request met ``error`` (in the request's language)."""
+    return str(DISK_FULL_MESSAGE if is_disk_full(error) else MESSAGE)
 
 
 RETRY_AFTER_SECONDS = "5"

@@ -17,12 +17,15 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 import filetype
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from core.errors import ApplicationError
 
 __all__ = ["ACCEPTED", "Detected", "detect", "text_content_type"]
 
-ACCEPTED = (
+# What is accepted, in a refusal's words (translated when a refusal is made).
+ACCEPTED = gettext_noop(
     "text, Markdown, code, CSV, JSON or HTML (UTF-8), PDF, Word (.docx), "
     "or an image (PNG, JPEG, WebP, GIF)"
 )
@@ -54,7 +57,8 @@ class Detected:
 
 
 def _refuse(what: str) -> ApplicationError:
-    return ApplicationError(f"{what} Accepted: {ACCEPTED}.", extra={"file": [what]})
+    message = _("%(refusal)s Accepted: %(accepted)s.") % {"refusal": what, "accepted": _(ACCEPTED)}
+    return ApplicationError(message, extra={"file": [what]})
 
 
 def text_content_type(name: str) -> str:
@@ -112,7 +116,8 @@ def detect(stream: BinaryIO, name: str) -> Detected:
     stream.seek(0)
     head = stream.read(HEAD)
     if not head:
-        raise ApplicationError("The file is empty.", extra={"file": ["The file is empty."]})
+        empty = _("The file is empty.")
+        raise ApplicationError(empty, extra={"file": [empty]})
     guess = filetype.guess(head)
     mime = guess.mime if guess is not None else ""
     try:
@@ -124,15 +129,18 @@ def detect(stream: BinaryIO, name: str) -> Detected:
             stream.seek(0)
             if _is_docx(stream):
                 return Detected("docx", DOCX_TYPE)
-            raise _refuse("This is a ZIP archive, not a Word document.")
+            raise _refuse(_("This is a ZIP archive, not a Word document."))
         if head.startswith(OLE2_MAGIC):
             stream.seek(0)
             if _contains(stream, ENCRYPTED_PACKAGE):
                 raise _refuse(
-                    "This document is password-protected: remove the password and upload it again."
+                    _(
+                        "This document is password-protected: remove the password and "
+                        "upload it again."
+                    )
                 )
             raise _refuse(
-                "This is an old-format Office file (.doc, .xls or .ppt): save it as .docx."
+                _("This is an old-format Office file (.doc, .xls or .ppt): save it as .docx.")
             )
         stream.seek(0)
         if _is_utf8_text(stream):
@@ -141,5 +149,5 @@ def detect(stream: BinaryIO, name: str) -> Detected:
         stream.seek(0)
     if guess is not None:
         kind = f"{guess.extension.upper()} ({guess.mime})"
-        raise _refuse(f"This file is {kind}, which can't be attached.")
-    raise _refuse("This file is neither UTF-8 text nor a type that can be attached.")
+        raise _refuse(_("This file is %(kind)s, which can't be attached.") % {"kind": kind})
+    raise _refuse(_("This file is neither UTF-8 text nor a type that can be attached."))

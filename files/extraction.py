@@ -21,6 +21,7 @@ from typing import BinaryIO
 
 import docx
 from bs4 import BeautifulSoup
+from django.utils.translation import gettext as _
 from docx.table import Table
 from markdownify import MarkdownConverter
 from pypdf import PasswordType, PdfReader
@@ -107,7 +108,7 @@ def _pdf(stream: BinaryIO) -> Extracted:
         reader = PdfReader(stream)
         if reader.is_encrypted and reader.decrypt("") == PasswordType.NOT_DECRYPTED:
             raise _refuse(
-                "This PDF is password-protected: remove the password and upload it again."
+                _("This PDF is password-protected: remove the password and upload it again.")
             )
         pages: list[int] = []
         parts: list[str] = []
@@ -128,7 +129,7 @@ def _pdf(stream: BinaryIO) -> Extracted:
         raise
     except Exception as exc:  # pypdf raises many kinds on a broken file
         logger.info("unreadable PDF: %r", exc)
-        raise _refuse("This PDF could not be read: it may be damaged.") from None
+        raise _refuse(_("This PDF could not be read: it may be damaged.")) from None
     extracted = _capped("".join(parts), truncated)
     extracted.pages = [offset for offset in pages if offset <= MAX_TEXT_CHARS]
     return extracted
@@ -146,17 +147,23 @@ def _check_archive(stream: BinaryIO) -> None:
         with zipfile.ZipFile(stream) as archive:
             members = archive.infolist()
     except (zipfile.BadZipFile, OSError, ValueError, EOFError):
-        raise _refuse("This Word document could not be read: it may be damaged.") from None
+        raise _refuse(_("This Word document could not be read: it may be damaged.")) from None
     if len(members) > DOCX_MAX_MEMBERS:
-        raise _refuse(f"This Word document has too many parts (over {DOCX_MAX_MEMBERS:,}).")
+        raise _refuse(
+            _("This Word document has too many parts (over %(count)s).")
+            % {"count": f"{DOCX_MAX_MEMBERS:,}"}
+        )
     if any(member.flag_bits & 0x1 for member in members):
         raise _refuse(
-            "This Word document is password-protected: remove the password and upload it again."
+            _("This Word document is password-protected: remove the password and upload it again.")
         )
     unpacked = sum(member.file_size for member in members)
     if unpacked > DOCX_MAX_UNPACKED_BYTES:
         limit = DOCX_MAX_UNPACKED_BYTES // (1024 * 1024)
-        raise _refuse(f"This Word document unpacks to more than {limit} MiB, too much to read.")
+        raise _refuse(
+            _("This Word document unpacks to more than %(limit)s MiB, too much to read.")
+            % {"limit": limit}
+        )
 
 
 def _heading_level(style_name: str) -> int:
@@ -199,7 +206,7 @@ def _docx(stream: BinaryIO) -> Extracted:
                 break
     except Exception as exc:  # python-docx and lxml raise many kinds on a broken file
         logger.info("unreadable DOCX: %r", exc)
-        raise _refuse("This Word document could not be read: it may be damaged.") from None
+        raise _refuse(_("This Word document could not be read: it may be damaged.")) from None
     return _capped("\n\n".join(blocks))
 
 
@@ -220,5 +227,5 @@ def extract(stream: BinaryIO, *, kind: str, content_type: str) -> Extracted:
             text = _html_to_markdown(text)
         except Exception as exc:  # html.parser is lenient; a recursion limit is not
             logger.info("unreadable HTML: %r", exc)
-            raise _refuse("This HTML file could not be read.") from None
+            raise _refuse(_("This HTML file could not be read.")) from None
     return _capped(text, truncated)

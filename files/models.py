@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import models, transaction
 from django.db.models.signals import post_delete
 from django.dispatch import receiver
+from django.utils.translation import gettext_lazy as _
 
 
 def blob_path(instance: StoredFile, filename: str) -> str:
@@ -21,27 +22,36 @@ class StoredFile(models.Model):
     content, not the name) and, for documents, the text extracted from it."""
 
     class Kind(models.TextChoices):
-        TEXT = "text", "Text"  # plain text, Markdown, code, CSV, JSON, HTML
-        PDF = "pdf", "PDF"
-        DOCX = "docx", "Word document"
-        IMAGE = "image", "Image"
+        TEXT = "text", _("Text")  # plain text, Markdown, code, CSV, JSON, HTML
+        PDF = "pdf", _("PDF")
+        DOCX = "docx", _("Word document")
+        IMAGE = "image", _("Image")
 
     owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="stored_files"
+        settings.AUTH_USER_MODEL,
+        verbose_name=_("owner"),
+        on_delete=models.CASCADE,
+        related_name="stored_files",
     )
-    name = models.CharField(max_length=255)  # sanitised, for display and downloads
-    kind = models.CharField(max_length=8, choices=Kind.choices)
-    content_type = models.CharField(max_length=100)  # from the content
-    size = models.PositiveBigIntegerField()
-    sha256 = models.CharField(max_length=64)
-    blob = models.FileField(upload_to=blob_path, max_length=200)
+    name = models.CharField(
+        verbose_name=_("name"), max_length=255
+    )  # sanitised, for display and downloads
+    kind = models.CharField(verbose_name=_("kind"), max_length=8, choices=Kind.choices)
+    content_type = models.CharField(
+        verbose_name=_("content type"), max_length=100
+    )  # from the content
+    size = models.PositiveBigIntegerField(verbose_name=_("size"))
+    sha256 = models.CharField(verbose_name=_("sha256"), max_length=64)
+    blob = models.FileField(verbose_name=_("blob"), upload_to=blob_path, max_length=200)
     # Extracted text (documents); "" for images. ``pages``: for a PDF, the offset in
     # ``text`` where each page starts, so a passage can say its page.
-    text = models.TextField(blank=True)
-    pages = models.JSONField(default=list, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    text = models.TextField(verbose_name=_("text"), blank=True)
+    pages = models.JSONField(verbose_name=_("pages"), default=list, blank=True)
+    created_at = models.DateTimeField(verbose_name=_("created at"), auto_now_add=True)
 
     class Meta:
+        verbose_name = _("stored file")
+        verbose_name_plural = _("stored files")
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["owner", "created_at"], name="file_owner_created")]
 

@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from django.core.files.uploadedfile import TemporaryUploadedFile
 from django.http import HttpRequest
 from django.utils.http import parse_header_parameters
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from core.errors import ApplicationError
 from files.uploads import UploadTooLarge, file_max_bytes
@@ -31,13 +33,14 @@ __all__ = ["CHUNK_BYTES", "FORM_TYPES", "filename_of", "is_raw", "raw_file", "re
 CHUNK_BYTES = 64 * 1024
 # Bodies Django reads as a form: never taken for a raw file.
 FORM_TYPES = ("multipart/form-data", "application/x-www-form-urlencoded")
-NAME_REQUIRED = (
+# Translated when a refusal is made (gettext_noop only marks them).
+NAME_REQUIRED = gettext_noop(
     "Name the file: send it as the request's body with a header "
     "'Content-Disposition: attachment; filename=\"<name>\"', or as multipart/form-data "
     "in the field 'file'."
 )
 
-LENGTH_REQUIRED = (
+LENGTH_REQUIRED = gettext_noop(
     "Send the file with a Content-Length header: a body of unknown length (chunked) cannot be read."
 )
 
@@ -48,7 +51,7 @@ def filename_of(request: HttpRequest) -> str | None:
     header = request.headers.get("Content-Disposition", "")
     if not header:
         return None
-    _, params = parse_header_parameters(header)
+    _value, params = parse_header_parameters(header)
     name = params.get("filename*") or params.get("filename")
     return name or None
 
@@ -58,7 +61,8 @@ def require_length(request: HttpRequest) -> None:
     ``Content-Length``): Django's WSGI handler, which serves the site's sync views, reads
     none of it, so its file would look empty or missing."""
     if "Transfer-Encoding" in request.headers and not request.META.get("CONTENT_LENGTH"):
-        raise ApplicationError(LENGTH_REQUIRED, extra={"file": [LENGTH_REQUIRED]})
+        message = _(LENGTH_REQUIRED)
+        raise ApplicationError(message, extra={"file": [message]})
 
 
 def is_raw(request: HttpRequest) -> bool:
@@ -73,7 +77,8 @@ def raw_file(request: HttpRequest, max_bytes: int | None = None) -> Iterator[Tem
     (``ApplicationError``: 400 without a name, 413 over the limit) keeping nothing."""
     name = filename_of(request)
     if not name:
-        raise ApplicationError(NAME_REQUIRED, extra={"file": [NAME_REQUIRED]})
+        message = _(NAME_REQUIRED)
+        raise ApplicationError(message, extra={"file": [message]})
     require_length(request)
     limit = file_max_bytes() if max_bytes is None else max_bytes
     try:

@@ -22,6 +22,7 @@ from django.core.files import File
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.db.models import ProtectedError, RestrictedError
+from django.utils.translation import gettext as _
 
 from core import memory
 from core.errors import ApplicationError
@@ -94,10 +95,10 @@ def _check_quota(owner: Any, size: int) -> None:
     quota = file_quota_bytes()
     used = usage(owner)
     if used + size > quota:
-        message = (
-            f"Your files would take {size_words(used + size)}, over your storage quota of "
-            f"{size_words(quota)}: delete some files first."
-        )
+        message = _(
+            "Your files would take %(total)s, over your storage quota of %(quota)s: "
+            "delete some files first."
+        ) % {"total": size_words(used + size), "quota": size_words(quota)}
         raise ApplicationError(message, code="too_large", extra={"file": [message]})
 
 
@@ -159,15 +160,19 @@ def delete(file: StoredFile) -> None:
         # label: the knowledge app sits above this one.
         if any(held._meta.app_label == "knowledge" for held in exc.restricted_objects):
             raise ApplicationError(
-                "This file is a document of a knowledge base, so it can't be deleted: "
-                "remove it from the knowledge base instead.",
+                _(
+                    "This file is a document of a knowledge base, so it can't be deleted: "
+                    "remove it from the knowledge base instead."
+                ),
                 code="conflict",
             ) from None
         raise
     except ProtectedError:
         raise ApplicationError(
-            "This file is attached to a message, so it can't be deleted: delete the "
-            "conversation instead.",
+            _(
+                "This file is attached to a message, so it can't be deleted: delete the "
+                "conversation instead."
+            ),
             code="conflict",
         ) from None
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.files.uploadhandler import FileUploadHandler, StopUpload
 from django.http import HttpRequest
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from core.errors import ApplicationError
 
@@ -41,11 +43,13 @@ def file_max_bytes() -> int:
 def size_words(size: int) -> str:
     """``20 MiB`` for a whole number of MiB, else ``100,000 bytes``."""
     mib = 1024 * 1024
-    return f"{size // mib} MiB" if size >= mib and size % mib == 0 else f"{size:,} bytes"
+    if size >= mib and size % mib == 0:
+        return _("%(size)s MiB") % {"size": size // mib}
+    return ngettext("%(size)s byte", "%(size)s bytes", size) % {"size": f"{size:,}"}
 
 
 def too_large_message(limit: int) -> str:
-    return f"The file is too large: the limit is {size_words(limit)}."
+    return _("The file is too large: the limit is %(limit)s.") % {"limit": size_words(limit)}
 
 
 class UploadTooLarge(ApplicationError):

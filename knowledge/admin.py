@@ -9,6 +9,8 @@ from typing import Any
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
 from audit.adminmixin import AuditedAdminMixin
 from knowledge import services
@@ -50,7 +52,12 @@ class KnowledgeBaseAdmin(AuditedAdminMixin, admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # bases are made by their owners (the API)
 
-    @admin.action(description="Re-index their documents (after changing the embedding model)")
+    @admin.action(description=_("Re-index their documents (after changing the embedding model)"))
     def reindex_documents(self, request: HttpRequest, queryset: QuerySet[KnowledgeBase]) -> None:
         count = services.documents_reindex(Document.objects.filter(base__in=queryset))
-        self.message_user(request, f"{count} documents queued for indexing.", messages.SUCCESS)
+        message = ngettext(
+            "%(count)d document queued for indexing.",
+            "%(count)d documents queued for indexing.",
+            count,
+        ) % {"count": count}
+        self.message_user(request, message, messages.SUCCESS)

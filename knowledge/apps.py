@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class KnowledgeConfig(AppConfig):
     """Knowledge bases: users' collections of documents, chunked and searchable."""
 
     name = "knowledge"
-    verbose_name = "Knowledge bases"
+    verbose_name = _("Knowledge bases")
 
     def ready(self) -> None:
         from django.db.backends.signals import connection_created

@@ -20,6 +20,8 @@ from celery import current_app
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import RedisError
 
@@ -36,23 +38,33 @@ logger = logging.getLogger(__name__)
 # The Celery task (knowledge/tasks.py), queued by name as the run launcher does.
 INDEX_DOCUMENT_TASK = "knowledge.index_document"
 
-NO_RUNTIME = (
+# Marked with gettext_noop: translated when a document fails with one (the language of
+# that moment), the English kept here for comparisons.
+NO_RUNTIME = gettext_noop(
     "This document could not be indexed: the process that added it runs no background "
     "work (add it through the web server or the API)."
 )
-QUEUE_UNREACHABLE = "This document could not be indexed: the task queue is not answering."
-NO_TEXT = (
+QUEUE_UNREACHABLE = gettext_noop(
+    "This document could not be indexed: the task queue is not answering."
+)
+NO_TEXT = gettext_noop(
     "No text could be read from this document (a scanned PDF holds images of text, which "
     "are not read)."
 )
-FULL_TEXT_ONLY = "Found by full-text search only, without vectors"
-UNEXPECTED = "Indexing failed unexpectedly; try again, or ask an administrator to look at the log."
+UNEXPECTED = gettext_noop(
+    "Indexing failed unexpectedly; try again, or ask an administrator to look at the log."
+)
 
 Status = Document.Status
 
 
 def _fail(document_id: int, reason: str) -> None:
+    """Fail the document with ``reason`` (already translated)."""
     Document.objects.filter(pk=document_id).update(status=Status.FAILED, error=reason)
+
+
+def _full_text_only(reason: object) -> str:
+    return _("Found by full-text search only, without vectors: %(reason)s") % {"reason": reason}
 
 
 def schedule(document_id: int) -> bool:
@@ -63,13 +75,13 @@ def schedule(document_id: int) -> bool:
             current_app.send_task(INDEX_DOCUMENT_TASK, args=(document_id,))
         except (BrokerError, RedisError) as exc:
             logger.warning("document %s not queued: %r", document_id, exc)
-            _fail(document_id, QUEUE_UNREACHABLE)
+            _fail(document_id, _(QUEUE_UNREACHABLE))
             return False
         return True
     loop = runtime.primary_or_none()
     if loop is None:
         logger.warning("document %s not indexed: this process has no runtime", document_id)
-        _fail(document_id, NO_RUNTIME)
+        _fail(document_id, _(NO_RUNTIME))
         return False
     loop.submit(index_in_thread(document_id))
     return True
@@ -102,17 +114,21 @@ def _embed(pieces: list[chunking.Piece]) -> Embedded:
         return Embedded()
     reason = vectors.unavailable_reason()
     if reason is not None:
-        return Embedded(problem=f"{FULL_TEXT_ONLY}: {reason}")
+        return Embedded(problem=_full_text_only(reason))
     try:
         found = embedder.embed([_embedding_text(piece) for piece in pieces])
     except EmbeddingError as exc:
-        return Embedded(problem=f"{FULL_TEXT_ONLY}: {exc}")
+        return Embedded(problem=_full_text_only(exc))
     try:
         vectors.prepare(len(found[0]))
     except DatabaseError as exc:
         logger.warning("no table for vectors: %s", exc)
-        reason = "the database refused to create the table for vectors (see the log)"
-        return Embedded(problem=f"{FULL_TEXT_ONLY}: {reason}.")
+        return Embedded(
+            problem=_(
+                "Found by full-text search only, without vectors: the database refused to "
+                "create the table for vectors (see the log)."
+            )
+        )
     return Embedded(vectors=found, signature=embedder.signature)
 
 
@@ -137,7 +153,7 @@ def index_document(document_id: int) -> str:
             overlap=settings.AGENTSITE_KNOWLEDGE_CHUNK_OVERLAP,
         )
         if not pieces:
-            raise ApplicationError(NO_TEXT)
+            raise ApplicationError(_(NO_TEXT))
         embedded = _embed(pieces)
         with transaction.atomic():
             document.chunks.all().delete()
@@ -172,7 +188,7 @@ def index_document(document_id: int) -> str:
         return Status.FAILED
     except Exception:
         logger.exception("indexing document %s failed", document_id)
-        _fail(document_id, UNEXPECTED)
+        _fail(document_id, _(UNEXPECTED))
         return Status.FAILED
     logger.info("document %s indexed: %d chunks", document_id, len(pieces))
     return Status.READY

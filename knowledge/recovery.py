@@ -29,6 +29,8 @@ from django.db import DatabaseError, connections
 from django.db.models import Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from knowledge import indexing
 from knowledge.models import Document
@@ -40,12 +42,13 @@ logger = logging.getLogger(__name__)
 # Found without an owner this many times: failed rather than queued again.
 MAX_ATTEMPTS = 3
 
-INTERRUPTED = (
-    "Indexing was interrupted {count} times (the process indexing this document stopped "
+# Translated when a document fails with one (gettext_noop only marks them).
+INTERRUPTED = gettext_noop(
+    "Indexing was interrupted %(count)d times (the process indexing this document stopped "
     "each time). Re-index it to try again."
 )
-NEVER_STARTED = (
-    "Indexing never started: no background worker took this document up in {count} tries. "
+NEVER_STARTED = gettext_noop(
+    "Indexing never started: no background worker took this document up in %(count)d tries. "
     "Re-index it to try again, or ask an administrator to check the workers."
 )
 
@@ -82,7 +85,7 @@ def documents_recover(*, before: datetime | None = None) -> int:
         attempts += 1
         if attempts >= MAX_ATTEMPTS:
             wording = INTERRUPTED if status == Status.INDEXING else NEVER_STARTED
-            reason = wording.format(count=attempts)
+            reason = _(wording) % {"count": attempts}
             if still.update(status=Status.FAILED, error=reason, attempts=attempts):
                 logger.warning("document %s %s without an owner: failed", document_id, status)
                 changed += 1

@@ -8,6 +8,8 @@ from typing import Any
 
 from django.db.models import Count, Q, QuerySet
 from django.http import Http404
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from core.errors import ApplicationError
 from knowledge.models import Document, KnowledgeBase
@@ -21,7 +23,7 @@ __all__ = [
     "readable_bases",
 ]
 
-READ_ONLY_MESSAGE = (
+READ_ONLY_MESSAGE = gettext_noop(
     "This knowledge base is shared with you read-only: only its owner can change it."
 )
 
@@ -51,7 +53,7 @@ def base_get_writable(user: Any, base_id: int) -> KnowledgeBase:
     """The user's own base; a base shared with them is a 404 saying it is read-only."""
     base = base_get_readable(user, base_id)
     if base.owner_id != user.pk:
-        raise ApplicationError(READ_ONLY_MESSAGE, code="not_found")
+        raise ApplicationError(_(READ_ONLY_MESSAGE), code="not_found")
     return base
 
 

@@ -14,6 +14,7 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from core.errors import ApplicationError
 from files import services as file_services
@@ -37,9 +38,11 @@ NAME_MAX_CHARS = 200  # KnowledgeBase.name's column
 def base_create(owner: Any, name: str, description: str = "") -> KnowledgeBase:
     name = " ".join((name or "").split())
     if not name:
-        raise ApplicationError("Give the knowledge base a name.", extra={"name": ["Required."]})
+        raise ApplicationError(
+            _("Give the knowledge base a name."), extra={"name": [_("Required.")]}
+        )
     if len(name) > NAME_MAX_CHARS:
-        message = f"A name is at most {NAME_MAX_CHARS} characters."
+        message = _("A name is at most %(limit)d characters.") % {"limit": NAME_MAX_CHARS}
         raise ApplicationError(message, extra={"name": [message]})
     return KnowledgeBase.objects.create(owner=owner, name=name, description=description or "")
 
@@ -50,7 +53,7 @@ def document_add(base: KnowledgeBase, uploaded: UploadedFile, *, source_url: str
     stored = file_services.store(base.owner, uploaded)
     if not stored.text.strip() and stored.kind == stored.Kind.IMAGE:
         file_services.delete(stored)
-        message = "An image has no text to search: upload a document (text, PDF, Word, HTML)."
+        message = _("An image has no text to search: upload a document (text, PDF, Word, HTML).")
         raise ApplicationError(message, extra={"file": [message]})
     try:
         with transaction.atomic():

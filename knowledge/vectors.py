@@ -30,6 +30,7 @@ from typing import Any
 from django.db import DatabaseError, connection, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import QuerySet
+from django.utils.translation import gettext as _
 
 __all__ = [
     "available",
@@ -77,7 +78,7 @@ def unavailable_reason() -> str | None:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT vec_version()")
         except DatabaseError:
-            return (
+            return _(
                 "SQLite cannot load the sqlite-vec extension here (this Python's sqlite3 "
                 "was built without extension loading, or sqlite-vec is not installed)."
             )
@@ -86,9 +87,9 @@ def unavailable_reason() -> str | None:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
             if cursor.fetchone() is None:
-                return "PostgreSQL has no pgvector extension (package postgresql-NN-pgvector)."
+                return _("PostgreSQL has no pgvector extension (package postgresql-NN-pgvector).")
         return None
-    return f"{connection.vendor} holds no vectors."
+    return _("%(database)s holds no vectors.") % {"database": connection.vendor}
 
 
 def available() -> bool:
@@ -158,7 +159,7 @@ def store(rows: Sequence[tuple[int, Sequence[float]]]) -> None:
     if not rows:
         return
     table = _table(len(rows[0][1]))
-    ids = [chunk_id for chunk_id, _ in rows]
+    ids = [chunk_id for chunk_id, _vector in rows]
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
             placeholders = ",".join(["%s"] * len(ids))

@@ -21,6 +21,8 @@ from django.utils import timezone
 from django.utils.decorators import method_decorator
 from django.utils.http import content_disposition_header
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
@@ -83,7 +85,7 @@ class ProviderAdmin(AuditedAdminMixin, admin.ModelAdmin):
     fieldsets = [
         (None, {"fields": ["name", "kind", "base_url", "timeout"]}),
         (
-            "Credentials (write-only, encrypted at rest)",
+            _("Credentials (write-only, encrypted at rest)"),
             {
                 "fields": [
                     "new_api_key",
@@ -98,11 +100,11 @@ class ProviderAdmin(AuditedAdminMixin, admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest):
         return super().get_queryset(request).annotate(_model_count=Count("models"))
 
-    @admin.display(boolean=True, description="API key set")
+    @admin.display(boolean=True, description=_("API key set"))
     def has_api_key(self, obj: Provider) -> bool:
         return bool(obj.api_key)
 
-    @admin.display(description="models", ordering="_model_count")
+    @admin.display(description=_("models"), ordering="_model_count")
     def model_count(self, obj: Provider) -> int:
         return obj._model_count
 
@@ -141,7 +143,7 @@ class LLMModelAdmin(AuditedAdminMixin, admin.ModelAdmin):
     fieldsets = [
         (None, {"fields": ["provider", "model_id", "display_name", "enabled", "is_default"]}),
         (
-            "Capabilities",
+            _("Capabilities"),
             {
                 "fields": [
                     "abilities",
@@ -155,46 +157,50 @@ class LLMModelAdmin(AuditedAdminMixin, admin.ModelAdmin):
             },
         ),
         (
-            "Prices",
+            _("Prices"),
             {
                 "fields": ["input_price", "output_price", "currency"],
-                "description": "Per million tokens, as the provider bills them. Each run's "
-                "cost is computed at the prices when it ends (usage pages, the usage "
-                "dashboard); leave both empty for a model that costs nothing known.",
+                "description": _(
+                    "Per million tokens, as the provider bills them. Each run's "
+                    "cost is computed at the prices when it ends (usage pages, the usage "
+                    "dashboard); leave both empty for a model that costs nothing known."
+                ),
             },
         ),
         (
-            "In chats",
+            _("In chats"),
             {
                 "fields": [
                     "system_prompt",
                     ("temperature_min", "temperature_max"),
                     ("top_p_min", "top_p_max"),
                 ],
-                "description": "What the agent is told in every chat with this model (before "
-                "the user's instructions and the chat's own prompt), and the range of "
-                "temperature and top_p a chat's settings or a preset may choose (max output "
-                "tokens: up to the model's max output tokens).",
+                "description": _(
+                    "What the agent is told in every chat with this model (before "
+                    "the user's instructions and the chat's own prompt), and the range of "
+                    "temperature and top_p a chat's settings or a preset may choose (max output "
+                    "tokens: up to the model's max output tokens)."
+                ),
             },
         ),
-        ("Declared versus verified", {"fields": ["probe_result", "capabilities", "probed_at"]}),
-        ("Access", {"fields": ["allowed_groups"]}),
+        (_("Declared versus verified"), {"fields": ["probe_result", "capabilities", "probed_at"]}),
+        (_("Access"), {"fields": ["allowed_groups"]}),
     ]
 
-    @admin.display(description="roles")
+    @admin.display(description=_("roles"))
     def roles_list(self, obj: LLMModel) -> str:
         return ", ".join(obj.roles or ()) or "—"
 
-    @admin.display(description="declared abilities")
+    @admin.display(description=_("declared abilities"))
     def declared_list(self, obj: LLMModel) -> str:
         abilities = obj.abilities or {}
         return ", ".join(f for f in ABILITY_FLAGS if abilities.get(f) is True) or "—"
 
-    @admin.display(description="last probe", ordering="probed_at")
+    @admin.display(description=_("last probe"), ordering="probed_at")
     def probe_result(self, obj: LLMModel) -> str:
         return probe_summary(obj)
 
-    @admin.display(description="Probe")
+    @admin.display(description=_("Probe"))
     def capabilities(self, obj: LLMModel) -> SafeString:
         declared = obj.abilities or {}
         verified = obj.verified_abilities or {}
@@ -289,7 +295,9 @@ class LLMModelAdmin(AuditedAdminMixin, admin.ModelAdmin):
         except ApplicationError as exc:
             self.message_user(request, exc.message, messages.ERROR)
         else:
-            self.message_user(request, f"Applied the verified abilities to {obj}.")
+            self.message_user(
+                request, gettext("Applied the verified abilities to %(model)s.") % {"model": obj}
+            )
 
     # -- local model servers (llms.discovery): a page listing them, a POST view adding one
 
@@ -299,7 +307,7 @@ class LLMModelAdmin(AuditedAdminMixin, admin.ModelAdmin):
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
-            "title": "Local model servers",
+            "title": gettext("Local model servers"),
             "servers": discover_local_servers(),
             "ports": discovery_ports(),
         }
@@ -313,12 +321,16 @@ class LLMModelAdmin(AuditedAdminMixin, admin.ModelAdmin):
         back = HttpResponseRedirect(reverse("admin:llms_llmmodel_discover"))
         port = request.POST.get("port", "")
         if not port.isdigit() or int(port) not in discovery_ports():
-            self.message_user(request, "Choose a server from the list.", messages.ERROR)
+            self.message_user(request, gettext("Choose a server from the list."), messages.ERROR)
             return back
         api_key = request.POST.get("api_key", "").strip() or None
         server = discover_local_server(port=int(port), api_key=api_key)
         if server is None:
-            self.message_user(request, f"Nothing answers on port {port} any more.", messages.ERROR)
+            self.message_user(
+                request,
+                gettext("Nothing answers on port %(port)s any more.") % {"port": port},
+                messages.ERROR,
+            )
             return back
         try:
             added = discovered_model_add(
@@ -334,24 +346,24 @@ class LLMModelAdmin(AuditedAdminMixin, admin.ModelAdmin):
         self.message_user(request, added.summary(), level)
         return self._back(added.model)
 
-    @admin.action(description="Probe capabilities", permissions=["change"])
+    @admin.action(description=_("Probe capabilities"), permissions=["change"])
     def probe_capabilities(self, request: HttpRequest, queryset) -> None:
         for obj in queryset.select_related("provider"):
             self._probe(request, obj)
 
-    @admin.action(description="Apply verified abilities", permissions=["change"])
+    @admin.action(description=_("Apply verified abilities"), permissions=["change"])
     def apply_verified_abilities(self, request: HttpRequest, queryset) -> None:
         for obj in queryset:
             self._apply(request, obj)
 
-    @admin.action(description="Make default", permissions=["change"])
+    @admin.action(description=_("Make default"), permissions=["change"])
     def make_default(self, request: HttpRequest, queryset) -> None:
         if queryset.count() != 1:
-            self.message_user(request, "Select exactly one model.", messages.ERROR)
+            self.message_user(request, gettext("Select exactly one model."), messages.ERROR)
             return
         obj = queryset.get()
         model_set_default(model=obj)
-        self.message_user(request, f"{obj} is now the default model.")
+        self.message_user(request, gettext("%(model)s is now the default model.") % {"model": obj})
 
 
 @admin.register(EmbeddingModel)
@@ -376,11 +388,11 @@ class RoleAssignmentAdmin(AuditedAdminMixin, admin.ModelAdmin):
     list_select_related = ["group", "model__provider"]
     search_fields = ["group__name", "model__model_id", "model__display_name"]
 
-    @admin.display(description="group", ordering="group__name")
+    @admin.display(description=_("group"), ordering="group__name")
     def group_or_everyone(self, obj: RoleAssignment) -> str:
-        return obj.group.name if obj.group else "Everyone"
+        return obj.group.name if obj.group else gettext("Everyone")
 
-    @admin.display(description="model's last probe", ordering="model__probed_at")
+    @admin.display(description=_("model's last probe"), ordering="model__probed_at")
     def model_probe(self, obj: RoleAssignment) -> str:
         return probe_summary(obj.model)
 
@@ -394,8 +406,8 @@ class RoleAssignmentInline(admin.TabularInline):
     fields = ["role", "model"]
     extra = 0
     max_num = len(ROLES)
-    verbose_name = "plan-mode model for a role"
-    verbose_name_plural = "plan-mode models by role"
+    verbose_name = _("plan-mode model for a role")
+    verbose_name_plural = _("plan-mode models by role")
 
 
 # django.contrib.auth registers Group; the documented way to add an inline is to
@@ -463,7 +475,7 @@ class UsageRecordAdmin(admin.ModelAdmin):
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
-            "title": "Usage dashboard",
+            "title": gettext("Usage dashboard"),
             "board": dashboard(days=days),
             "periods": PERIODS,
         }

@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class LlmsConfig(AppConfig):
     """LLM providers and models managed in the admin."""
 
     name = "llms"
-    verbose_name = "LLM providers and models"
+    verbose_name = _("LLM providers and models")
 
     def ready(self) -> None:
         from django.contrib.auth import get_user_model

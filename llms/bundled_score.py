@@ -12,21 +12,23 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.utils.translation import gettext, gettext_noop
+
 __all__ = ["SCORE_PATH", "BundledScore", "bundled_score"]
 
 logger = logging.getLogger(__name__)
 
 SCORE_PATH = Path(__file__).resolve().parent / "bundled_model_score.json"
-# The benchmark's task categories in a reader's words.
+# The benchmark's task categories in a reader's words (English; translated when shown).
 CATEGORY_WORDS = {
-    "time": "the time in a city",
-    "tool error": "saying when a tool failed",
-    "no tool": "questions without tools",
-    "unit conversion": "unit conversions",
-    "percentage": "percentages",
-    "date arithmetic": "dates",
-    "two-step": "two-step questions",
-    "follow-up": "follow-up questions",
+    "time": gettext_noop("the time in a city"),
+    "tool error": gettext_noop("saying when a tool failed"),
+    "no tool": gettext_noop("questions without tools"),
+    "unit conversion": gettext_noop("unit conversions"),
+    "percentage": gettext_noop("percentages"),
+    "date arithmetic": gettext_noop("dates"),
+    "two-step": gettext_noop("two-step questions"),
+    "follow-up": gettext_noop("follow-up questions"),
 }
 
 
@@ -39,12 +41,17 @@ class BundledScore:
     good_at: tuple[str, ...]  # kinds of task it passed at least half of
 
     @property
+    def good_at_words(self) -> str:
+        """``good_at`` in the current language, as a list for a sentence."""
+        return ", ".join(gettext(kind) for kind in self.good_at)
+
+    @property
     def first_word(self) -> str:
         return f"{self.median_first_word_s:.0f} s" if self.median_first_word_s else ""
 
 
 def _passed_half(record: str) -> bool:
-    passed, _, total = record.partition("/")
+    passed, _slash, total = record.partition("/")
     return int(total) > 0 and 2 * int(passed) >= int(total)
 
 

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 import httpx
 from django.conf import settings
 from django.db import transaction
+from django.utils.translation import gettext as _
 from django.views.decorators.debug import sensitive_variables
 
 from core.errors import ApplicationError
@@ -96,7 +97,7 @@ class DiscoveredServer:
 
     @property
     def label(self) -> str:
-        return f"{self.product} on {self.address}"
+        return _("%(product)s on %(address)s") % {"product": self.product, "address": self.address}
 
     @property
     def configured(self) -> bool:
@@ -110,9 +111,9 @@ class DiscoveredServer:
     def describe(self) -> str:
         """One line for people: what answers there and what it serves."""
         if self.needs_key:
-            return f"{self.label} (it needs an API key to list its models)"
-        models = ", ".join(self.models) if self.models else "none listed"
-        return f"{self.label} with models: {models}"
+            return _("%(server)s (it needs an API key to list its models)") % {"server": self.label}
+        models = ", ".join(self.models) if self.models else _("none listed")
+        return _("%(server)s with models: %(models)s") % {"server": self.label, "models": models}
 
 
 @dataclass(frozen=True)
@@ -127,16 +128,17 @@ class DiscoveredModelAdded:
 
     def summary(self) -> str:
         provider = self.model.provider.name
+        names = {"model": self.model.model_id, "provider": repr(provider)}
         if self.created:
-            text = f"Added {self.model.model_id} (provider {provider!r})."
+            text = _("Added %(model)s (provider %(provider)s).") % names
         else:
-            text = f"{self.model.model_id} (provider {provider!r}) was already there."
-        text += f" Probe: {self.report.summary()}"
+            text = _("%(model)s (provider %(provider)s) was already there.") % names
+        text += " " + _("Probe: %(summary)s") % {"summary": self.report.summary()}
         if self.made_default:
-            return f"{text} It is now the default model."
+            return text + " " + _("It is now the default model.")
         if self.default_refused:
-            return f"{text} Not made the default: the probe could not chat with it."
-        return f"{text} The default model is unchanged."
+            return text + " " + _("Not made the default: the probe could not chat with it.")
+        return text + " " + _("The default model is unchanged.")
 
 
 # --------------------------------------------------------------------------------- finding
@@ -335,12 +337,12 @@ def discovered_model_add(
     """
     model_id = (model_id or "").strip()
     if not model_id:
-        raise ApplicationError("Give the id of the model to add.", code="invalid")
+        raise ApplicationError(_("Give the id of the model to add."), code="invalid")
     server = _with_key(server, api_key)
     if server.models and model_id not in server.models:
         raise ApplicationError(
-            f"{server.label} does not serve a model {model_id!r} "
-            f"(it lists: {', '.join(server.models)}).",
+            _("%(server)s does not serve a model %(model)s (it lists: %(models)s).")
+            % {"server": server.label, "model": repr(model_id), "models": ", ".join(server.models)},
             code="unknown_model",
         )
     with transaction.atomic():
@@ -370,14 +372,20 @@ def _with_key(server: DiscoveredServer, api_key: str | None) -> DiscoveredServer
         return server
     if not api_key:
         raise ApplicationError(
-            f"{server.label} needs an API key: give the key it was started with.",
+            _("%(server)s needs an API key: give the key it was started with.")
+            % {"server": server.label},
             code="needs_key",
         )
     seen = discover_local_server(port=server.port, api_key=api_key)
     if seen is None:
-        raise ApplicationError(f"Nothing answers on {server.address} any more.", code="gone")
+        raise ApplicationError(
+            _("Nothing answers on %(address)s any more.") % {"address": server.address},
+            code="gone",
+        )
     if seen.needs_key:
-        raise ApplicationError(f"{server.label} refused this API key.", code="bad_key")
+        raise ApplicationError(
+            _("%(server)s refused this API key.") % {"server": server.label}, code="bad_key"
+        )
     return seen
 
 
@@ -392,10 +400,11 @@ def _provider_for(server: DiscoveredServer, api_key: str | None) -> Provider:
     taken = Provider.objects.filter(name=name).first()
     if taken is not None and _loopback_port(taken.base_url) != server.port:
         raise ApplicationError(
-            f"A provider named {name!r} already exists for {taken.base_url}: rename it first.",
+            _("A provider named %(name)s already exists for %(url)s: rename it first.")
+            % {"name": repr(name), "url": taken.base_url},
             code="name_taken",
         )
-    provider, _ = provider_upsert(
+    provider, _created = provider_upsert(
         name=name, kind="openai", base_url=server.base_url, api_key=api_key or None
     )
     return provider

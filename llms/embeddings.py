@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import httpx
+from django.utils.translation import gettext as _
 from django.views.decorators.debug import sensitive_variables
 
 from llms.models import EmbeddingModel
@@ -63,30 +64,38 @@ class Embedder:
             response = client.post("embeddings", json=body)
         except httpx.HTTPError as exc:
             raise EmbeddingError(
-                f"The embedding model {self.model.model_id} did not answer ({type(exc).__name__})."
+                _("The embedding model %(model)s did not answer (%(error)s).")
+                % {"model": self.model.model_id, "error": type(exc).__name__}
             ) from None
         if response.status_code != 200:
             raise EmbeddingError(
-                f"The embedding model {self.model.model_id} answered HTTP {response.status_code}."
+                _("The embedding model %(model)s answered HTTP %(status)s.")
+                % {"model": self.model.model_id, "status": response.status_code}
             )
         try:
             data = sorted(response.json()["data"], key=lambda item: item["index"])
             vectors = [[float(value) for value in item["embedding"]] for item in data]
         except (ValueError, KeyError, TypeError):
             raise EmbeddingError(
-                f"The embedding model {self.model.model_id} answered something that is not "
-                "a list of embeddings."
+                _(
+                    "The embedding model %(model)s answered something that is not a list of "
+                    "embeddings."
+                )
+                % {"model": self.model.model_id}
             ) from None
         if len(vectors) != len(texts):
             raise EmbeddingError(
-                f"The embedding model {self.model.model_id} answered {len(vectors)} vectors "
-                f"for {len(texts)} texts."
+                _("The embedding model %(model)s answered %(vectors)d vectors for %(texts)d texts.")
+                % {"model": self.model.model_id, "vectors": len(vectors), "texts": len(texts)}
             )
         expected = self.model.dimensions or len(vectors[0])
         if any(len(vector) != expected for vector in vectors):
             raise EmbeddingError(
-                f"The embedding model {self.model.model_id} answered vectors of another "
-                f"length than {expected}: set its dimensions again in the admin."
+                _(
+                    "The embedding model %(model)s answered vectors of another length than "
+                    "%(expected)d: set its dimensions again in the admin."
+                )
+                % {"model": self.model.model_id, "expected": expected}
             )
         return vectors
 

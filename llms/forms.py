@@ -13,12 +13,15 @@ from decimal import Decimal
 from typing import Any
 
 from django import forms
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from core.errors import ApplicationError
 from core.forms import resolve_secret, write_only_field
 from llms.models import (
     ABILITY_FLAGS,
     JSON_SCHEMA_DIALECTS,
+    ROLE_LABELS,
     ROLES,
     EmbeddingModel,
     LLMModel,
@@ -37,20 +40,20 @@ __all__ = [
 ]
 
 ABILITY_LABELS = {
-    "tool_call": "Native tool calls",
-    "tool_choice": "Forced tool_choice",
-    "json_mode": "JSON mode (response_format json_object)",
-    "json_schema": "JSON schema (response_format json_schema)",
-    "streaming": "Streaming",
-    "vision": "Vision (image input)",
+    "tool_call": _("Native tool calls"),
+    "tool_choice": _("Forced tool_choice"),
+    "json_mode": _("JSON mode (response_format json_object)"),
+    "json_schema": _("JSON schema (response_format json_schema)"),
+    "streaming": _("Streaming"),
+    "vision": _("Vision (image input)"),
 }
 
 
 class ProviderAdminForm(forms.ModelForm):
     new_api_key = forms.CharField(required=False)  # replaced per instance in __init__
-    clear_api_key = forms.BooleanField(label="Clear the stored API key", required=False)
+    clear_api_key = forms.BooleanField(label=_("Clear the stored API key"), required=False)
     new_extra_headers = forms.CharField(required=False)
-    clear_extra_headers = forms.BooleanField(label="Clear the extra headers", required=False)
+    clear_extra_headers = forms.BooleanField(label=_("Clear the extra headers"), required=False)
 
     class Meta:
         model = Provider
@@ -59,13 +62,17 @@ class ProviderAdminForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["new_api_key"] = write_only_field(
-            label="API key", hint=self.instance.api_key_hint
+            label=gettext("API key"), hint=self.instance.api_key_hint
         )
         self.fields["new_extra_headers"] = write_only_field(
-            label="Extra headers",
+            label=gettext("Extra headers"),
             hint=(
-                'A JSON object of HTTP headers sent with every request, e.g. {"X-Title": '
-                '"agentsite"}; values are stored encrypted. ' + self.instance.extra_headers_hint
+                gettext(
+                    'A JSON object of HTTP headers sent with every request, e.g. {"X-Title": '
+                    '"agentsite"}; values are stored encrypted.'
+                )
+                + " "
+                + self.instance.extra_headers_hint
             ),
             multiline=True,
         )
@@ -77,11 +84,15 @@ class ProviderAdminForm(forms.ModelForm):
         try:
             value = json.loads(raw)
         except ValueError:
-            raise forms.ValidationError('Enter a JSON object, e.g. {"X-Title": "x"}.') from None
+            raise forms.ValidationError(
+                gettext('Enter a JSON object, e.g. {"X-Title": "x"}.')
+            ) from None
         if not isinstance(value, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in value.items()
         ):
-            raise forms.ValidationError("Enter a JSON object of header names to string values.")
+            raise forms.ValidationError(
+                gettext("Enter a JSON object of header names to string values.")
+            )
         return value
 
     def save(self, commit: bool = True) -> Provider:
@@ -103,23 +114,24 @@ class ProviderAdminForm(forms.ModelForm):
 
 class LLMModelAdminForm(forms.ModelForm):
     abilities = forms.MultipleChoiceField(
-        label="Declared abilities",
+        label=_("Declared abilities"),
         choices=[(flag, ABILITY_LABELS[flag]) for flag in ABILITY_FLAGS],
         widget=forms.CheckboxSelectMultiple,
         required=False,
-        help_text="What the engine may rely on. Probe the model to verify them.",
+        help_text=_("What the engine may rely on. Probe the model to verify them."),
     )
     json_schema_dialect = forms.ChoiceField(
-        label="JSON schema dialect",
-        choices=[("", "(default: openai)")] + [(d, d) for d in JSON_SCHEMA_DIALECTS],
+        label=_("JSON schema dialect"),
+        choices=[("", _("(default: openai)"))] + [(d, d) for d in JSON_SCHEMA_DIALECTS],
         required=False,
-        help_text="How response_format carries a schema: openai (also vLLM) or llamacpp.",
+        help_text=_("How response_format carries a schema: openai (also vLLM) or llamacpp."),
     )
     roles = forms.MultipleChoiceField(
-        choices=[(role, role) for role in ROLES],
+        label=_("Roles"),
+        choices=[(role, ROLE_LABELS[role]) for role in ROLES],
         widget=forms.CheckboxSelectMultiple,
         required=False,
-        help_text=(
+        help_text=_(
             "Plan steps ask for a fast or reasoning model by role. Role assignments (per "
             "group, or for everyone) take precedence; these boxes are the last fallback."
         ),
@@ -161,7 +173,7 @@ class LLMModelAdminForm(forms.ModelForm):
     def _price(self, name: str) -> Decimal | None:
         price = self.cleaned_data.get(name)
         if price is not None and price < 0:
-            raise forms.ValidationError("A price cannot be negative (empty: not priced).")
+            raise forms.ValidationError(gettext("A price cannot be negative (empty: not priced)."))
         return price
 
     def clean_input_price(self) -> Decimal | None:
@@ -173,7 +185,9 @@ class LLMModelAdminForm(forms.ModelForm):
     def clean_currency(self) -> str:
         code = (self.cleaned_data.get("currency") or "").strip().upper()
         if not re.fullmatch(r"[A-Z]{3}", code):
-            raise forms.ValidationError("Enter a three-letter ISO 4217 code, e.g. USD or EUR.")
+            raise forms.ValidationError(
+                gettext("Enter a three-letter ISO 4217 code, e.g. USD or EUR.")
+            )
         return code
 
     def clean(self) -> dict[str, Any]:
@@ -184,7 +198,7 @@ class LLMModelAdminForm(forms.ModelForm):
         if self._was_default and not data.get("is_default"):
             self.add_error(
                 "is_default",
-                "There must be one default model: make another model the default instead.",
+                gettext("There must be one default model: make another model the default instead."),
             )
         return data
 
@@ -235,7 +249,7 @@ class RoleAssignmentAdminForm(forms.ModelForm):
         model_field.queryset = LLMModel.objects.select_related("provider")  # type: ignore[attr-defined]
         group_field = self.fields.get("group")
         if isinstance(group_field, forms.ModelChoiceField):
-            group_field.empty_label = "Everyone (the fallback)"
+            group_field.empty_label = gettext("Everyone (the fallback)")
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -262,6 +276,8 @@ class RoleAssignmentInlineFormSet(forms.BaseInlineFormSet):
                 continue
             role = form.cleaned_data.get("role")
             if role in seen:
-                raise forms.ValidationError(f"The role {role!r} is assigned twice.")
+                raise forms.ValidationError(
+                    gettext("The role %(role)s is assigned twice.") % {"role": repr(role)}
+                )
             if role:
                 seen.add(role)

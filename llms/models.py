@@ -16,6 +16,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from core.crypto import EncryptedTextField
 from llms.providers import kind_choices
@@ -27,6 +29,7 @@ __all__ = [
     "JSON_SCHEMA_DIALECTS",
     "MIN_BUDGET_TOKENS",
     "ROLES",
+    "ROLE_LABELS",
     "LLMModel",
     "Provider",
     "RoleAssignment",
@@ -43,6 +46,8 @@ ABILITY_FLAGS = ("tool_call", "tool_choice", "json_mode", "json_schema", "stream
 # ``json_schema_dialect`` is the one non-boolean ability (engine.structured).
 JSON_SCHEMA_DIALECTS = ("openai", "llamacpp")
 ROLES = ("general", "fast", "reasoning")
+# What an admin reads for each role (the API and plan steps use the names).
+ROLE_LABELS = {"general": _("general"), "fast": _("fast"), "reasoning": _("reasoning")}
 # ENGINE-NOTES "Context management": budget when unknown, and its floor.
 DEFAULT_BUDGET_TOKENS = 32_000
 MIN_BUDGET_TOKENS = 4_000
@@ -57,10 +62,14 @@ def validate_base_url(value: str) -> None:
     """http(s) with a host; lenient on purpose (``http://llama:8080/v1`` is fine)."""
     parts = urlsplit(value or "")
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValidationError("Enter an http:// or https:// URL, e.g. https://api.openai.com/v1")
+        raise ValidationError(
+            gettext("Enter an http:// or https:// URL, e.g. https://api.openai.com/v1")
+        )
     if parts.username or parts.password:
         # The URL is shown in lists and logs: credentials belong in the key or headers.
-        raise ValidationError("Put credentials in the API key or extra headers, not the URL.")
+        raise ValidationError(
+            gettext("Put credentials in the API key or extra headers, not the URL.")
+        )
 
 
 def secret_hint(secret: str | None, *, noun: str = "key") -> str:
@@ -69,35 +78,46 @@ def secret_hint(secret: str | None, *, noun: str = "key") -> str:
     Short secrets show no characters at all: four characters of an eight-character
     secret would give away half of it.
     """
+    # One sentence per noun (a translation may inflect it): "key" or "value".
+    if noun == "value":
+        if not secret:
+            return gettext("No value set.")
+        if len(secret) >= 12:
+            return gettext("A value is set, ending in …%(end)s.") % {"end": secret[-4:]}
+        return gettext("A value is set.")
     if not secret:
-        return f"No {noun} set."
+        return gettext("No key set.")
     if len(secret) >= 12:
-        return f"A {noun} is set, ending in …{secret[-4:]}."
-    return f"A {noun} is set."
+        return gettext("A key is set, ending in …%(end)s.") % {"end": secret[-4:]}
+    return gettext("A key is set.")
 
 
 class Provider(models.Model):
     """One LLM endpoint. ``api_key`` and the extra headers are encrypted at rest."""
 
-    name = models.CharField(max_length=100, unique=True)
-    kind = models.CharField(max_length=32, choices=kind_choices, default="openai")
+    name = models.CharField(verbose_name=_("name"), max_length=100, unique=True)
+    kind = models.CharField(
+        verbose_name=_("kind"), max_length=32, choices=kind_choices, default="openai"
+    )
     base_url = models.CharField(
-        "base URL",
+        _("base URL"),
         max_length=500,
         validators=[validate_base_url],
-        help_text="Ends in /v1 for OpenAI-compatible servers, e.g. https://api.openai.com/v1",
+        help_text=_("Ends in /v1 for OpenAI-compatible servers, e.g. https://api.openai.com/v1"),
     )
-    api_key = EncryptedTextField("API key", blank=True)
+    api_key = EncryptedTextField(_("API key"), blank=True)
     # JSON object of header name -> value, encrypted as a whole: such headers often carry
     # credentials (X-Api-Key, OpenAI-Organization), so every value is treated as a secret.
-    extra_headers_secret = EncryptedTextField("extra headers (encrypted JSON)", blank=True)
+    extra_headers_secret = EncryptedTextField(_("extra headers (encrypted JSON)"), blank=True)
     timeout = models.FloatField(
-        "timeout (seconds)", default=120.0, validators=[MinValueValidator(1.0)]
+        _("timeout (seconds)"), default=120.0, validators=[MinValueValidator(1.0)]
     )
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    created_at = models.DateTimeField(verbose_name=_("created at"), auto_now_add=True)
+    updated_at = models.DateTimeField(verbose_name=_("updated at"), auto_now=True)
 
     class Meta:
+        verbose_name = _("provider")
+        verbose_name_plural = _("providers")
         ordering = ["name"]
 
     def __str__(self) -> str:
@@ -125,34 +145,40 @@ class Provider(models.Model):
     def extra_headers_hint(self) -> str:
         names = sorted(self.extra_headers)
         if not names:
-            return "No extra headers set."
-        return f"Headers set: {', '.join(names)} (values hidden)."
+            return gettext("No extra headers set.")
+        return gettext("Headers set: %(names)s (values hidden).") % {"names": ", ".join(names)}
 
 
 class LLMModel(models.Model):
     """A model of a provider that users may pick (declared and probed abilities)."""
 
-    provider = models.ForeignKey(Provider, on_delete=models.CASCADE, related_name="models")
-    model_id = models.CharField("API model id", max_length=200)
-    display_name = models.CharField(max_length=200, blank=True)
-    abilities = models.JSONField(
-        "declared abilities", default=default_declared_abilities, blank=True
+    provider = models.ForeignKey(
+        Provider, verbose_name=_("provider"), on_delete=models.CASCADE, related_name="models"
     )
-    context_window = models.PositiveIntegerField(null=True, blank=True, help_text="In tokens.")
-    max_output_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="In tokens.")
+    model_id = models.CharField(_("API model id"), max_length=200)
+    display_name = models.CharField(verbose_name=_("display name"), max_length=200, blank=True)
+    abilities = models.JSONField(
+        _("declared abilities"), default=default_declared_abilities, blank=True
+    )
+    context_window = models.PositiveIntegerField(
+        verbose_name=_("context window"), null=True, blank=True, help_text=_("In tokens.")
+    )
+    max_output_tokens = models.PositiveIntegerField(
+        verbose_name=_("max output tokens"), null=True, blank=True, help_text=_("In tokens.")
+    )
     rewrite_answer = models.BooleanField(
-        "rewrite the answer after tools",
+        _("rewrite the answer after tools"),
         default=False,
-        help_text=(
+        help_text=_(
             "After a run that used tools, a second streamed call rewrites the answer from the "
             "conversation and the tool results. Costs a call and delays the answer; for models "
             "whose answers after tools read poorly."
         ),
     )
     small = models.BooleanField(
-        "small model",
+        _("small model"),
         default=False,
-        help_text=(
+        help_text=_(
             "For models of a few hundred million parameters (the bundled one): a short "
             "prompt with worked examples, actions without a reasoning field, one tool call "
             "whose result (or failure) is the answer, and ReAct mode even when Plan or Auto "
@@ -160,51 +186,69 @@ class LLMModel(models.Model):
         ),
     )
     system_prompt = models.TextField(
-        "default system prompt",
+        _("default system prompt"),
         blank=True,
-        help_text="Told to the agent in every chat with this model, before the user's "
-        "instructions and the chat's own system prompt.",
+        help_text=_(
+            "Told to the agent in every chat with this model, before the user's "
+            "instructions and the chat's own system prompt."
+        ),
     )
-    temperature_min = models.FloatField(default=0.0, help_text="Lowest temperature a chat may set.")
+    temperature_min = models.FloatField(
+        verbose_name=_("temperature min"),
+        default=0.0,
+        help_text=_("Lowest temperature a chat may set."),
+    )
     temperature_max = models.FloatField(
-        default=2.0, help_text="Highest temperature a chat may set."
+        verbose_name=_("temperature max"),
+        default=2.0,
+        help_text=_("Highest temperature a chat may set."),
     )
-    top_p_min = models.FloatField("top_p min", default=0.0)
-    top_p_max = models.FloatField("top_p max", default=1.0)
+    top_p_min = models.FloatField(_("top_p min"), default=0.0)
+    top_p_max = models.FloatField(_("top_p max"), default=1.0)
     input_price = models.DecimalField(
-        "input price",
+        _("input price"),
         max_digits=12,
         decimal_places=4,
         null=True,
         blank=True,
-        help_text="Per million prompt tokens; empty: not priced.",
+        help_text=_("Per million prompt tokens; empty: not priced."),
     )
     output_price = models.DecimalField(
-        "output price",
+        _("output price"),
         max_digits=12,
         decimal_places=4,
         null=True,
         blank=True,
-        help_text="Per million completion tokens; empty: not priced.",
+        help_text=_("Per million completion tokens; empty: not priced."),
     )
-    currency = models.CharField(max_length=3, default="USD", help_text="ISO 4217 code.")
-    roles = models.JSONField(default=list, blank=True)
-    is_default = models.BooleanField("default", default=False)
-    enabled = models.BooleanField(default=True)
+    currency = models.CharField(
+        verbose_name=_("currency"), max_length=3, default="USD", help_text=_("ISO 4217 code.")
+    )
+    roles = models.JSONField(verbose_name=_("roles"), default=list, blank=True)
+    is_default = models.BooleanField(_("default"), default=False)
+    enabled = models.BooleanField(verbose_name=_("enabled"), default=True)
     allowed_groups = models.ManyToManyField(
         Group,
+        verbose_name=_("allowed groups"),
         blank=True,
         related_name="llm_models",
-        help_text="Only members of these groups may use the model; none selected = everyone.",
+        help_text=_("Only members of these groups may use the model; none selected = everyone."),
     )
-    verified_abilities = models.JSONField(default=dict, blank=True, editable=False)
-    probe_report = models.JSONField(default=dict, blank=True, editable=False)
-    probed_at = models.DateTimeField(null=True, blank=True, editable=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    verified_abilities = models.JSONField(
+        verbose_name=_("verified abilities"), default=dict, blank=True, editable=False
+    )
+    probe_report = models.JSONField(
+        verbose_name=_("probe report"), default=dict, blank=True, editable=False
+    )
+    probed_at = models.DateTimeField(
+        verbose_name=_("probed at"), null=True, blank=True, editable=False
+    )
+    created_at = models.DateTimeField(verbose_name=_("created at"), auto_now_add=True)
+    updated_at = models.DateTimeField(verbose_name=_("updated at"), auto_now=True)
 
     class Meta:
-        verbose_name = "LLM model"
+        verbose_name_plural = _("LLM models")
+        verbose_name = _("LLM model")
         ordering = ["provider__name", "display_name", "model_id"]
         constraints = [
             models.UniqueConstraint(fields=["provider", "model_id"], name="model_per_provider"),
@@ -236,11 +280,15 @@ class LLMModel(models.Model):
             errors["abilities"] = problem
         roles = self.roles if isinstance(self.roles, list) else None
         if roles is None or any(role not in ROLES for role in roles):
-            errors["roles"] = f"Roles must be a list drawn from: {', '.join(ROLES)}."
+            errors["roles"] = gettext("Roles must be a list drawn from: %(roles)s.") % {
+                "roles": ", ".join(ROLES)
+            }
         if not 0 <= self.temperature_min <= self.temperature_max:
-            errors["temperature_max"] = "The temperature range must run from 0 or more up."
+            errors["temperature_max"] = gettext("The temperature range must run from 0 or more up.")
         if not 0 <= self.top_p_min <= self.top_p_max <= 1:
-            errors["top_p_max"] = "The top_p range must lie within 0 to 1, its lowest first."
+            errors["top_p_max"] = gettext(
+                "The top_p range must lie within 0 to 1, its lowest first."
+            )
         if errors:
             raise ValidationError(errors)
 
@@ -252,38 +300,47 @@ class EmbeddingModel(models.Model):
     stored vector comes from the same model (:mod:`knowledge.vectors`)."""
 
     provider = models.ForeignKey(
-        Provider, on_delete=models.CASCADE, related_name="embedding_models"
+        Provider,
+        verbose_name=_("provider"),
+        on_delete=models.CASCADE,
+        related_name="embedding_models",
     )
     model_id = models.CharField(
-        "API model id", max_length=200, help_text="e.g. text-embedding-3-small, nomic-embed-text"
+        _("API model id"),
+        max_length=200,
+        help_text=_("e.g. text-embedding-3-small, nomic-embed-text"),
     )
     dimensions = models.PositiveIntegerField(
+        verbose_name=_("dimensions"),
         null=True,
         blank=True,
         validators=[MinValueValidator(1)],
-        help_text=(
+        help_text=_(
             "Length of the vectors. Empty: what the model answers (found by a test call "
             "when saved). Set it only for models that can shorten theirs (OpenAI's text-"
             "embedding-3)."
         ),
     )
     batch_size = models.PositiveIntegerField(
+        verbose_name=_("batch size"),
         default=64,
         validators=[MinValueValidator(1)],
-        help_text="Passages sent per request while indexing.",
+        help_text=_("Passages sent per request while indexing."),
     )
-    enabled = models.BooleanField(default=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    enabled = models.BooleanField(verbose_name=_("enabled"), default=True)
+    created_at = models.DateTimeField(verbose_name=_("created at"), auto_now_add=True)
+    updated_at = models.DateTimeField(verbose_name=_("updated at"), auto_now=True)
 
     class Meta:
+        verbose_name = _("embedding model")
+        verbose_name_plural = _("embedding models")
         ordering = ["provider__name", "model_id"]
         constraints = [
             models.UniqueConstraint(
                 fields=["enabled"],
                 condition=Q(enabled=True),
                 name="one_enabled_embedding_model",
-                violation_error_message=(
+                violation_error_message=_(
                     "Another embedding model is enabled: disable it first (vectors of two "
                     "models cannot be compared)."
                 ),
@@ -307,18 +364,25 @@ class RoleAssignment(models.Model):
     :func:`llms.selectors.role_models_for_user` and :func:`llms.services.role_assignment_check`.
     """
 
-    role = models.CharField(max_length=16, choices=[(role, role) for role in ROLES])
+    role = models.CharField(
+        verbose_name=_("role"), max_length=16, choices=[(role, ROLE_LABELS[role]) for role in ROLES]
+    )
     group = models.ForeignKey(
         Group,
+        verbose_name=_("group"),
         null=True,
         blank=True,
         on_delete=models.CASCADE,
         related_name="llm_role_assignments",
-        help_text="Empty = everyone: the fallback for users none of whose groups has one.",
+        help_text=_("Empty = everyone: the fallback for users none of whose groups has one."),
     )
-    model = models.ForeignKey(LLMModel, on_delete=models.CASCADE, related_name="role_assignments")
+    model = models.ForeignKey(
+        LLMModel, verbose_name=_("model"), on_delete=models.CASCADE, related_name="role_assignments"
+    )
 
     class Meta:
+        verbose_name = _("role assignment")
+        verbose_name_plural = _("role assignments")
         ordering = ["role", "group__name"]
         constraints = [
             # NULLs are distinct in SQL unique constraints (nulls_distinct=False is
@@ -328,13 +392,13 @@ class RoleAssignment(models.Model):
                 fields=["role", "group"],
                 condition=Q(group__isnull=False),
                 name="role_per_group",
-                violation_error_message="This group already has a model for this role.",
+                violation_error_message=_("This group already has a model for this role."),
             ),
             models.UniqueConstraint(
                 fields=["role"],
                 condition=Q(group__isnull=True),
                 name="role_for_everyone",
-                violation_error_message="Everyone already has a model for this role.",
+                violation_error_message=_("Everyone already has a model for this role."),
             ),
         ]
 
@@ -345,17 +409,22 @@ class RoleAssignment(models.Model):
 def abilities_problem(abilities: Any) -> str | None:
     """Why ``abilities`` is not a valid declaration, or None."""
     if not isinstance(abilities, dict):
-        return "Abilities must be a JSON object."
+        return gettext("Abilities must be a JSON object.")
     allowed = (*ABILITY_FLAGS, "json_schema_dialect")
     unknown = sorted(set(abilities) - set(allowed))
     if unknown:
-        return f"Unknown abilities: {', '.join(unknown)} (allowed: {', '.join(allowed)})."
+        return gettext("Unknown abilities: %(unknown)s (allowed: %(allowed)s).") % {
+            "unknown": ", ".join(unknown),
+            "allowed": ", ".join(allowed),
+        }
     for flag in ABILITY_FLAGS:
         if flag in abilities and not isinstance(abilities[flag], bool):
-            return f"Ability {flag!r} must be true or false."
+            return gettext("Ability %(flag)s must be true or false.") % {"flag": repr(flag)}
     dialect = abilities.get("json_schema_dialect")
     if dialect is not None and dialect not in JSON_SCHEMA_DIALECTS:
-        return f"json_schema_dialect must be one of: {', '.join(JSON_SCHEMA_DIALECTS)}."
+        return gettext("json_schema_dialect must be one of: %(dialects)s.") % {
+            "dialects": ", ".join(JSON_SCHEMA_DIALECTS)
+        }
     return None
 
 
@@ -363,22 +432,36 @@ class UsageRecord(models.Model):
     """Tokens and runs of one user with one model on one day (incremented in place)."""
 
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="llm_usage"
+        settings.AUTH_USER_MODEL,
+        verbose_name=_("user"),
+        on_delete=models.CASCADE,
+        related_name="llm_usage",
     )
     model = models.ForeignKey(
-        LLMModel, null=True, blank=True, on_delete=models.SET_NULL, related_name="usage"
+        LLMModel,
+        verbose_name=_("model"),
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="usage",
     )
-    day = models.DateField()
-    prompt_tokens = models.PositiveBigIntegerField(default=0)
-    completion_tokens = models.PositiveBigIntegerField(default=0)
-    total_tokens = models.PositiveBigIntegerField(default=0)
+    day = models.DateField(verbose_name=_("day"))
+    prompt_tokens = models.PositiveBigIntegerField(verbose_name=_("prompt tokens"), default=0)
+    completion_tokens = models.PositiveBigIntegerField(
+        verbose_name=_("completion tokens"), default=0
+    )
+    total_tokens = models.PositiveBigIntegerField(verbose_name=_("total tokens"), default=0)
     # What the tokens cost at the model's prices when they were used (null: not priced).
-    cost = models.DecimalField(max_digits=16, decimal_places=6, null=True, blank=True)
-    currency = models.CharField(max_length=3, blank=True)
-    runs = models.PositiveIntegerField(default=0)
-    updated_at = models.DateTimeField(auto_now=True)
+    cost = models.DecimalField(
+        verbose_name=_("cost"), max_digits=16, decimal_places=6, null=True, blank=True
+    )
+    currency = models.CharField(verbose_name=_("currency"), max_length=3, blank=True)
+    runs = models.PositiveIntegerField(verbose_name=_("runs"), default=0)
+    updated_at = models.DateTimeField(verbose_name=_("updated at"), auto_now=True)
 
     class Meta:
+        verbose_name = _("usage record")
+        verbose_name_plural = _("usage records")
         ordering = ["-day", "user_id", "model_id"]
         constraints = [
             # NULLs are distinct in SQL unique constraints, hence two partial ones.
@@ -403,20 +486,29 @@ class UsageQuota(models.Model):
     """A daily token limit for a group or for one user; the smallest applicable wins."""
 
     group = models.OneToOneField(
-        Group, null=True, blank=True, on_delete=models.CASCADE, related_name="token_quota"
+        Group,
+        verbose_name=_("group"),
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="token_quota",
     )
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL,
+        verbose_name=_("user"),
         null=True,
         blank=True,
         on_delete=models.CASCADE,
         related_name="token_quota",
     )
     daily_token_limit = models.PositiveBigIntegerField(
-        help_text="Total tokens (prompt + completion) per day, across all models."
+        verbose_name=_("daily token limit"),
+        help_text=_("Total tokens (prompt + completion) per day, across all models."),
     )
 
     class Meta:
+        verbose_name = _("usage quota")
+        verbose_name_plural = _("usage quotas")
         constraints = [
             models.CheckConstraint(
                 condition=(
@@ -428,9 +520,17 @@ class UsageQuota(models.Model):
         ]
 
     def __str__(self) -> str:
-        who = f"group {self.group}" if self.group_id else f"user {self.user}"
-        return f"{self.daily_token_limit:,} tokens/day for {who}"
+        limit = f"{self.daily_token_limit:,}"
+        if self.group_id:
+            return gettext("%(limit)s tokens/day for group %(group)s") % {
+                "limit": limit,
+                "group": self.group,
+            }
+        return gettext("%(limit)s tokens/day for user %(user)s") % {
+            "limit": limit,
+            "user": self.user,
+        }
 
     def clean(self) -> None:
         if bool(self.group_id) == bool(self.user_id):
-            raise ValidationError("Choose either a group or a user (exactly one).")
+            raise ValidationError(gettext("Choose either a group or a user (exactly one)."))

@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.debug import sensitive_variables
 
 from engine import LLM, BadRequestError, ChatMessage, ChatResponse, LLMError
@@ -62,14 +64,14 @@ PROBE_TIMEOUT = 60.0
 MAX_DETAIL_CHARS = 300
 
 # label per check, in run order (``usage`` reads the ``chat`` reply: no request of its own)
-CHECKS: dict[str, str] = {
-    "chat": "Plain chat",
-    "streaming": "Streaming",
-    "usage": "Usage reported",
-    "tool_call_forced": "Tool call (forced tool_choice)",
-    "tool_call_auto": "Tool call (auto)",
-    "json_mode": "JSON mode",
-    "vision": "Vision (an image)",
+CHECKS: dict[str, Any] = {
+    "chat": gettext_lazy("Plain chat"),
+    "streaming": gettext_lazy("Streaming"),
+    "usage": gettext_lazy("Usage reported"),
+    "tool_call_forced": gettext_lazy("Tool call (forced tool_choice)"),
+    "tool_call_auto": gettext_lazy("Tool call (auto)"),
+    "json_mode": gettext_lazy("JSON mode"),
+    "vision": gettext_lazy("Vision (an image)"),
 }
 # Distinct phrases per check, so a scripted server can answer each by a ``contains`` rule.
 PROMPTS: dict[str, str] = {
@@ -162,13 +164,22 @@ class ProbeReport:
 
     def summary(self) -> str:
         if not self.reachable:
-            detail = self.checks["chat"].detail if "chat" in self.checks else "not run"
-            return f"{self.model}: the endpoint did not answer a plain chat ({detail})."
+            detail = self.checks["chat"].detail if "chat" in self.checks else _("not run")
+            return _("%(model)s: the endpoint did not answer a plain chat (%(detail)s).") % {
+                "model": self.model,
+                "detail": detail,
+            }
         flags = ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in self.verified_abilities.items())
-        return (
-            f"{self.model}: {self.passed}/{len(self.checks)} checks passed, "
-            f"latency {self.latency_ms} ms; verified {flags}."
-        )
+        return _(
+            "%(model)s: %(passed)d/%(total)d checks passed, latency %(latency)s ms; "
+            "verified %(flags)s."
+        ) % {
+            "model": self.model,
+            "passed": self.passed,
+            "total": len(self.checks),
+            "latency": self.latency_ms,
+            "flags": flags,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -183,12 +194,12 @@ class ProbeReport:
 
 
 # Short names of the verified abilities, for probe_summary (ProbeReport.verified_abilities).
-ABILITY_SHORT_LABELS: dict[str, str] = {
-    "tool_call": "tool calls",
-    "tool_choice": "forced tool choice",
-    "json_mode": "JSON mode",
-    "streaming": "streaming",
-    "vision": "vision",
+ABILITY_SHORT_LABELS: dict[str, Any] = {
+    "tool_call": gettext_lazy("tool calls"),
+    "tool_choice": gettext_lazy("forced tool choice"),
+    "json_mode": gettext_lazy("JSON mode"),
+    "streaming": gettext_lazy("streaming"),
+    "vision": gettext_lazy("vision"),
 }
 
 
@@ -199,19 +210,31 @@ def probe_summary(model: LLMModel) -> str:
     """
     report = model.probe_report if isinstance(model.probe_report, dict) else {}
     if not model.probed_at or not report:
-        return "Not probed"
+        return _("Not probed")
     when = timezone.localtime(model.probed_at).strftime("%Y-%m-%d %H:%M")
     if not report.get("reachable"):
-        return f"Unreachable (probed {when})"
+        return _("Unreachable (probed %(when)s)") % {"when": when}
     checks = report.get("checks") if isinstance(report.get("checks"), dict) else {}
     passed = sum(1 for check in checks.values() if isinstance(check, dict) and check.get("ok"))
     verified = report.get("verified_abilities") or model.verified_abilities
     verified = verified if isinstance(verified, dict) else {}
-    abilities = [label for name, label in ABILITY_SHORT_LABELS.items() if verified.get(name)]
-    text = f"{passed}/{len(checks)} checks passed ({', '.join(abilities) or 'plain chat only'})"
-    if report.get("latency_ms") is not None:
-        text += f", latency {report['latency_ms']} ms"
-    return f"{text}; probed {when}"
+    abilities = [str(label) for name, label in ABILITY_SHORT_LABELS.items() if verified.get(name)]
+    figures = {
+        "passed": passed,
+        "total": len(checks),
+        "abilities": ", ".join(abilities) or _("plain chat only"),
+        "latency": report.get("latency_ms"),
+        "when": when,
+    }
+    if figures["latency"] is not None:
+        return (
+            _(
+                "%(passed)d/%(total)d checks passed (%(abilities)s), latency %(latency)s ms; "
+                "probed %(when)s"
+            )
+            % figures
+        )
+    return _("%(passed)d/%(total)d checks passed (%(abilities)s); probed %(when)s") % figures
 
 
 def _clip(text: str) -> str:

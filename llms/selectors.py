@@ -11,6 +11,7 @@ from typing import Any
 
 from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from core import configcache
 from core.errors import ApplicationError
@@ -57,7 +58,7 @@ def model_get_for_user(*, user: Any, model_id: int | str | None) -> LLMModel:
     model = models_for_user(user=user).filter(pk=pk).first() if pk is not None else None
     if model is None:
         raise ApplicationError(
-            "This model is not available to you. Pick one from the list.",
+            _("This model is not available to you. Pick one from the list."),
             code="model_not_allowed",
         )
     return model
@@ -100,7 +101,7 @@ def _role_models(user: Any) -> dict[str, LLMModel]:
     ordered = sorted(rows, key=lambda row: (row[1] is None, row[1] or 0))
     found: dict[str, LLMModel] = {}
     for role in ROLES:
-        assigned = [model_id for row_role, _, model_id in ordered if row_role == role]
+        assigned = [model_id for row_role, _group, model_id in ordered if row_role == role]
         legacy = [pk for pk, model in usable.items() if role in _legacy_roles(model)]
         pk = next((pk for pk in (*assigned, *legacy) if pk in usable), None)
         if pk is not None:

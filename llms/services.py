@@ -18,6 +18,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import DecimalField, F, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from django.views.decorators.debug import sensitive_variables
 
 from core import configcache
@@ -125,7 +126,7 @@ def provider_upsert(
     created = provider is None
     if created:
         if not base_url:
-            raise ApplicationError("A new provider needs a base URL.", code="invalid")
+            raise ApplicationError(_("A new provider needs a base URL."), code="invalid")
         provider = Provider(name=name)
     if base_url is not None:
         provider.base_url = base_url.rstrip("/")
@@ -262,11 +263,16 @@ def model_apply_verified_abilities(*, model: LLMModel) -> dict[str, Any]:
     """Copy the probed abilities over the declared ones (unprobed ones are kept)."""
     report = model.probe_report or {}
     if not model.probed_at or not model.verified_abilities:
-        raise ApplicationError(f"{model} has not been probed yet.", code="not_probed")
+        raise ApplicationError(
+            _("%(model)s has not been probed yet.") % {"model": model}, code="not_probed"
+        )
     if not report.get("reachable"):
         raise ApplicationError(
-            f"The last probe of {model} could not chat with it; fix the provider and probe "
-            "again before applying.",
+            _(
+                "The last probe of %(model)s could not chat with it; fix the provider and "
+                "probe again before applying."
+            )
+            % {"model": model},
             code="probe_failed",
         )
     verified = {k: v for k, v in model.verified_abilities.items() if k in ABILITY_FLAGS}
@@ -286,21 +292,32 @@ def role_assignment_check(*, role: str, group: Group | None, model: LLMModel) ->
     without a group restriction; a group needs a model open to everyone or to that group.
     """
     if role not in ROLES:
-        raise ApplicationError(f"Unknown role {role!r} (roles: {', '.join(ROLES)}).")
+        raise ApplicationError(
+            _("Unknown role %(role)s (roles: %(roles)s).")
+            % {"role": repr(role), "roles": ", ".join(ROLES)}
+        )
     if not model.enabled:
-        raise ApplicationError(f"{model} is disabled: enable it before assigning it a role.")
+        raise ApplicationError(
+            _("%(model)s is disabled: enable it before assigning it a role.") % {"model": model}
+        )
     allowed = set(model.allowed_groups.values_list("pk", flat=True)) if model.pk else set()
     if not allowed:
         return
     if group is None:
         raise ApplicationError(
-            f"{model} is restricted to some groups, so it cannot be everyone's {role} "
-            "model: assign it to those groups instead, or lift its restriction."
+            _(
+                "%(model)s is restricted to some groups, so it cannot be everyone's %(role)s "
+                "model: assign it to those groups instead, or lift its restriction."
+            )
+            % {"model": model, "role": role}
         )
     if group.pk not in allowed:
         raise ApplicationError(
-            f"Members of {group} may not use {model} (it is restricted to other groups): "
-            f"pick another {role} model, or allow {group} on the model first."
+            _(
+                "Members of %(group)s may not use %(model)s (it is restricted to other "
+                "groups): pick another %(role)s model, or allow %(group)s on the model first."
+            )
+            % {"group": group, "model": model, "role": role}
         )
 
 
@@ -308,7 +325,7 @@ def role_assignment_check(*, role: str, group: Group | None, model: LLMModel) ->
 def role_assignment_set(*, role: str, group: Group | None, model: LLMModel) -> RoleAssignment:
     """Give ``group`` (None = everyone) ``model`` for ``role``, replacing any previous pick."""
     role_assignment_check(role=role, group=group, model=model)
-    assignment, _ = RoleAssignment.objects.update_or_create(
+    assignment, _created = RoleAssignment.objects.update_or_create(
         role=role, group=group, defaults={"model": model}
     )
     return assignment  # its post_save replaced the configuration token
@@ -453,9 +470,18 @@ def quota_check(*, user: Any) -> None:
     left = status.resets_at - timezone.now()
     hours, rest = divmod(max(0, int(left.total_seconds())), 3600)
     raise ApplicationError(
-        f"You have used {status.used:,} of your {status.limit:,} tokens for today. "
-        f"Your quota resets at {local_reset:%H:%M} {local_reset.tzname()} "
-        f"(in {hours} h {rest // 60} min).",
+        _(
+            "You have used %(used)s of your %(limit)s tokens for today. Your quota resets "
+            "at %(time)s %(zone)s (in %(hours)d h %(minutes)d min)."
+        )
+        % {
+            "used": f"{status.used:,}",
+            "limit": f"{status.limit:,}",
+            "time": f"{local_reset:%H:%M}",
+            "zone": local_reset.tzname(),
+            "hours": hours,
+            "minutes": rest // 60,
+        },
         code="quota_exceeded",
         extra={"used": status.used, "limit": status.limit, "resets_at": local_reset.isoformat()},
     )

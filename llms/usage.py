@@ -16,6 +16,8 @@ from typing import Any
 
 from django.db.models import QuerySet, Sum
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from core.errors import ApplicationError
 from llms.models import UsageRecord
@@ -40,8 +42,9 @@ __all__ = [
 
 PERIODS = (7, 30, 90)
 DEFAULT_PERIOD = 30
-DELETED_MODEL = "(deleted model)"
-NO_GROUP = "(no group)"
+# In English for the CSV export; translated on pages (gettext_noop only marks them).
+DELETED_MODEL = gettext_noop("(deleted model)")
+NO_GROUP = gettext_noop("(no group)")
 
 _SUMS = {
     "prompt": Sum("prompt_tokens"),
@@ -65,9 +68,14 @@ def period_days(raw: Any, *, strict: bool = True) -> int:
         return int(text)
     if not strict:
         return DEFAULT_PERIOD
-    choices = ", ".join(str(days) for days in PERIODS[:-1]) + f" or {PERIODS[-1]}"
-    message = f"'days' must be {choices}."
-    raise ApplicationError(message, code="invalid", extra={"days": [f"One of {choices}."]})
+    choices = _("%(first)s or %(last)s") % {
+        "first": ", ".join(str(days) for days in PERIODS[:-1]),
+        "last": PERIODS[-1],
+    }
+    message = _("'days' must be %(choices)s.") % {"choices": choices}
+    raise ApplicationError(
+        message, code="invalid", extra={"days": [_("One of %(choices)s.") % {"choices": choices}]}
+    )
 
 
 def period_start(days: int, *, today: dt.date | None = None) -> dt.date:
@@ -203,8 +211,8 @@ def _by_day(records: QuerySet[UsageRecord]) -> list[Line]:
 def _by_model(records: QuerySet[UsageRecord]) -> list[Line]:
     keys = ("model_id", "model__display_name", "model__model_id", "model__provider__name")
     lines = []
-    for (model_id, *_), (row, sums) in _grouped(records, *keys).items():
-        name = row["model__display_name"] or row["model__model_id"] or DELETED_MODEL
+    for (model_id, *_rest), (row, sums) in _grouped(records, *keys).items():
+        name = row["model__display_name"] or row["model__model_id"] or _(DELETED_MODEL)
         provider = row["model__provider__name"] or ""
         lines.append(Line(model_id, name, sums.figures(), detail=provider))
     return _biggest_first(lines)
@@ -223,7 +231,7 @@ def _by_group(records: QuerySet[UsageRecord]) -> list[Line]:
     """A user's usage counts in each of their groups (so the groups may add up to more
     than the total); users in none are one line, :data:`NO_GROUP`."""
     return _biggest_first(
-        Line(group_id, name or NO_GROUP, sums.figures())
+        Line(group_id, name or _(NO_GROUP), sums.figures())
         for (group_id, name), (_row, sums) in _grouped(
             records, "user__groups__id", "user__groups__name"
         ).items()

@@ -18,6 +18,8 @@ from django.template.loader import render_to_string
 from django.utils.decorators import method_decorator
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.debug import sensitive_post_parameters
 
 from audit.adminmixin import AuditedAdminMixin
@@ -54,7 +56,7 @@ class ToolConfigAdminForm(forms.ModelForm):
             current = stored.get(key)
             field = self.fields[SECRET_PREFIX + key]
             hint = secret_hint(str(current) if current not in (None, "") else "", noun="value")
-            field.help_text = escape(f"{hint} Leave empty to keep the current value.")
+            field.help_text = escape(hint + " " + gettext("Leave empty to keep the current value."))
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -79,7 +81,9 @@ def toolconfig_form_for(spec: ToolSpec | None) -> type[ToolConfigAdminForm]:
     for key in names:
         label = properties[key].get("title") or key.replace("_", " ")
         attrs[SECRET_PREFIX + key] = write_only_field(label=label, hint="")
-        attrs[CLEAR_PREFIX + key] = forms.BooleanField(label=f"Clear {label}", required=False)
+        attrs[CLEAR_PREFIX + key] = forms.BooleanField(
+            label=gettext("Clear %(setting)s") % {"setting": label}, required=False
+        )
     return type("ToolConfigAdminForm", (ToolConfigAdminForm,), attrs)
 
 
@@ -105,25 +109,25 @@ class ToolConfigAdmin(AuditedAdminMixin, admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # rows come from the code's registry
 
-    @admin.display(description="groups allowed")
+    @admin.display(description=_("groups allowed"))
     def groups_list(self, obj: ToolConfig) -> str:
-        return ", ".join(g.name for g in obj.allowed_groups.all()) or "everyone"
+        return ", ".join(g.name for g in obj.allowed_groups.all()) or gettext("everyone")
 
-    @admin.display(boolean=True, description="registered")
+    @admin.display(boolean=True, description=_("registered"))
     def is_registered(self, obj: ToolConfig) -> bool:
         return obj.registered
 
-    @admin.display(description="offered to models")
+    @admin.display(description=_("offered to models"))
     def readiness(self, obj: ToolConfig) -> str:
         spec = obj.spec
         if spec is None:
-            return "no: not in the code any more"
+            return gettext("no: not in the code any more")
         if not obj.enabled:
-            return "no: disabled"
+            return gettext("no: disabled")
         why = tool_unavailable_reason(spec, obj.effective_config())
-        return f"no: {why}" if why else "yes"
+        return gettext("no: %(reason)s") % {"reason": why} if why else gettext("yes")
 
-    @admin.display(description="Tool")
+    @admin.display(description=_("Tool"))
     def tool_details(self, obj: ToolConfig) -> SafeString:
         spec = obj.spec
         context = {"obj": obj, "spec": spec}
@@ -141,7 +145,7 @@ class ToolConfigAdmin(AuditedAdminMixin, admin.ModelAdmin):
         fieldsets: list[tuple[str | None, dict[str, Any]]] = [
             (None, {"fields": ["name", "enabled", "requires_confirmation"]}),
             (
-                "What the model sees and how the tool is set up",
+                _("What the model sees and how the tool is set up"),
                 {"fields": ["description_override", "config", "tool_details"]},
             ),
         ]
@@ -149,9 +153,9 @@ class ToolConfigAdmin(AuditedAdminMixin, admin.ModelAdmin):
         if secrets:
             fields = [name for key in secrets for name in (SECRET_PREFIX + key, CLEAR_PREFIX + key)]
             fieldsets.append(
-                ("Secret settings (write-only, encrypted at rest)", {"fields": fields})
+                (_("Secret settings (write-only, encrypted at rest)"), {"fields": fields})
             )
-        fieldsets.append(("Access", {"fields": ["allowed_groups"]}))
+        fieldsets.append((_("Access"), {"fields": ["allowed_groups"]}))
         return fieldsets
 
     @method_decorator(sensitive_post_parameters())

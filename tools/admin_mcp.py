@@ -14,6 +14,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.defaultfilters import truncatechars
 from django.utils.html import format_html, format_html_join
+from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext_lazy as _
 
 from audit.adminmixin import AuditedAdminMixin
 from tools.mcp.services import mcp_server_refresh
@@ -21,7 +23,7 @@ from tools.models import Artifact, MCPServer
 
 __all__ = ["ArtifactAdmin", "MCPServerAdmin", "MCPServerForm"]
 
-_SECRET_HELP = (
+_SECRET_HELP = _(
     "JSON object of {name: value}. Stored encrypted and never shown again: leave blank to "
     "keep the current values, enter {} to remove them."
 )
@@ -34,35 +36,41 @@ def _parse_secret_json(value: str, label: str) -> dict[str, str] | None:
     try:
         data = json.loads(value)
     except ValueError as exc:
-        raise forms.ValidationError(f"{label}: not valid JSON ({exc})") from None
+        raise forms.ValidationError(
+            gettext("%(label)s: not valid JSON (%(error)s)") % {"label": label, "error": exc}
+        ) from None
     if not isinstance(data, dict) or not all(
         isinstance(v, str | int | float) for v in data.values()
     ):
-        raise forms.ValidationError(f"{label}: must be a JSON object of string values")
+        raise forms.ValidationError(
+            gettext("%(label)s: must be a JSON object of string values") % {"label": label}
+        )
     return {str(k): str(v) for k, v in data.items()}
 
 
 class MCPServerForm(forms.ModelForm):
     env_input = forms.CharField(
-        label="Environment (stdio)",
+        label=_("Environment (stdio)"),
         required=False,
         widget=forms.Textarea(attrs={"rows": 3, "autocomplete": "off"}),
         help_text=_SECRET_HELP,
     )
     headers_input = forms.CharField(
-        label="HTTP headers",
+        label=_("HTTP headers"),
         required=False,
         widget=forms.Textarea(attrs={"rows": 3, "autocomplete": "off"}),
         help_text=_SECRET_HELP,
     )
 
     confirm_tools = forms.MultipleChoiceField(
-        label="Tools that require confirmation",
+        label=_("Tools that require confirmation"),
         required=False,
         widget=forms.CheckboxSelectMultiple,
-        help_text="With Requires confirmation off, every call of the tools ticked here waits "
-        "for the user's approval (with it on, every tool's does). The server's tools are "
-        "listed once it was reached: save first.",
+        help_text=_(
+            "With Requires confirmation off, every call of the tools ticked here waits "
+            "for the user's approval (with it on, every tool's does). The server's tools are "
+            "listed once it was reached: save first."
+        ),
     )
 
     class Meta:
@@ -81,10 +89,12 @@ class MCPServerForm(forms.ModelForm):
         self.fields["confirm_tools"].choices = [(name, name) for name in listed + chosen]
 
     def clean_env_input(self) -> dict[str, str] | None:
-        return _parse_secret_json(self.cleaned_data.get("env_input", ""), "Environment")
+        return _parse_secret_json(self.cleaned_data.get("env_input", ""), gettext("Environment"))
 
     def clean_headers_input(self) -> dict[str, str] | None:
-        return _parse_secret_json(self.cleaned_data.get("headers_input", ""), "HTTP headers")
+        return _parse_secret_json(
+            self.cleaned_data.get("headers_input", ""), gettext("HTTP headers")
+        )
 
     def save(self, commit: bool = True) -> MCPServer:
         server: MCPServer = super().save(commit=False)
@@ -131,10 +141,10 @@ class MCPServerAdmin(AuditedAdminMixin, admin.ModelAdmin):
                 ]  # fmt: skip
             },
         ),
-        ("Connection", {"fields": ["transport", "command", "args", "url", "timeout"]}),
-        ("Secrets (write-only)", {"fields": ["secrets_state", "env_input", "headers_input"]}),
+        (_("Connection"), {"fields": ["transport", "command", "args", "url", "timeout"]}),
+        (_("Secrets (write-only)"), {"fields": ["secrets_state", "env_input", "headers_input"]}),
         (
-            "Health",
+            _("Health"),
             {
                 "fields": [
                     "health_badge",
@@ -147,31 +157,36 @@ class MCPServerAdmin(AuditedAdminMixin, admin.ModelAdmin):
         ),  # fmt: skip
     ]
 
-    @admin.display(description="Health", ordering="health_status")
+    @admin.display(description=_("Health"), ordering="health_status")
     def health_badge(self, obj: MCPServer) -> str:
         status = obj.health_status if obj.health_status in ("ok", "error") else "unknown"
         return format_html(
             '<strong class="mcp-health--{}">{}</strong>', status, obj.get_health_status_display()
         )
 
-    @admin.display(description="Tools")
+    @admin.display(description=_("Tools"))
     def tool_count(self, obj: MCPServer) -> int | str:
         return "-" if obj.tools_cache is None else obj.tool_count
 
-    @admin.display(description="Last error")
+    @admin.display(description=_("Last error"))
     def error_summary(self, obj: MCPServer) -> str:
         return truncatechars(obj.last_error, 80)
 
-    @admin.display(description="Stored secrets")
+    @admin.display(description=_("Stored secrets"))
     def secrets_state(self, obj: MCPServer) -> str:
-        env_keys = ", ".join(sorted(obj.env_dict)) or "none"
-        header_keys = ", ".join(sorted(obj.headers_dict)) or "none"
-        return f"environment: {env_keys}; headers: {header_keys} (values hidden)"
+        env_keys = ", ".join(sorted(obj.env_dict)) or gettext("none")
+        header_keys = ", ".join(sorted(obj.headers_dict)) or gettext("none")
+        return gettext("environment: %(env)s; headers: %(headers)s (values hidden)") % {
+            "env": env_keys,
+            "headers": header_keys,
+        }
 
-    @admin.display(description="Tools offered")
+    @admin.display(description=_("Tools offered"))
     def tool_list(self, obj: MCPServer) -> str:
         if not obj.tools_cache:
-            return "Not listed yet: save, or use the action “Check connection / refresh tools”."
+            return gettext(
+                "Not listed yet: save, or use the action “Check connection / refresh tools”."
+            )
         return format_html(
             "<ul>{}</ul>",
             format_html_join(
@@ -190,7 +205,7 @@ class MCPServerAdmin(AuditedAdminMixin, admin.ModelAdmin):
         if server.enabled:
             self._refresh(request, server)
 
-    @admin.action(description="Check connection / refresh tools")
+    @admin.action(description=_("Check connection / refresh tools"))
     def check_connection(self, request: HttpRequest, queryset: QuerySet[MCPServer]) -> None:
         for server in queryset:
             self._refresh(request, server)
@@ -200,12 +215,20 @@ class MCPServerAdmin(AuditedAdminMixin, admin.ModelAdmin):
         server = mcp_server_refresh(server)
         if server.health_status == MCPServer.Health.OK:
             self.message_user(
-                request, f"{server.name}: connected, {server.tool_count} tools.", messages.SUCCESS
+                request,
+                ngettext(
+                    "%(name)s: connected, %(count)d tool.",
+                    "%(name)s: connected, %(count)d tools.",
+                    server.tool_count,
+                )
+                % {"name": server.name, "count": server.tool_count},
+                messages.SUCCESS,
             )
         else:
             self.message_user(
                 request,
-                f"{server.name}: connection failed: {truncatechars(server.last_error, 300)}",
+                gettext("%(name)s: connection failed: %(error)s")
+                % {"name": server.name, "error": truncatechars(server.last_error, 300)},
                 messages.ERROR,
             )
 

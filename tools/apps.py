@@ -4,13 +4,14 @@ import importlib
 import pkgutil
 
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class ToolsConfig(AppConfig):
     """Built-in tools, their per-site configuration and MCP servers."""
 
     name = "tools"
-    verbose_name = "Tools"
+    verbose_name = _("Tools")
 
     def ready(self) -> None:
         # Built-in tools register their specs at import: import the package and each of its

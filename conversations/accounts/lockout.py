@@ -27,6 +27,8 @@ from django.conf import settings
 from django.contrib.auth.signals import user_login_failed
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 __all__ = [
     "TOKEN_USERNAME",
@@ -49,8 +51,10 @@ def cool_off() -> timedelta:
 def _wait_words() -> str:
     seconds = cool_off().total_seconds()
     if seconds < 120:
-        return f"{math.ceil(seconds)} seconds"
-    return f"{math.ceil(seconds / 60)} minutes"
+        count = math.ceil(seconds)
+        return ngettext("%(count)d second", "%(count)d seconds", count) % {"count": count}
+    count = math.ceil(seconds / 60)
+    return ngettext("%(count)d minute", "%(count)d minutes", count) % {"count": count}
 
 
 def _retry_after() -> str:
@@ -58,19 +62,19 @@ def _retry_after() -> str:
 
 
 def login_lockout_message() -> str:
-    return (
+    return _(
         "Too many failed logins for this account from your address. Try again in "
-        f"{_wait_words()} (each new try starts the wait again), or ask an administrator "
+        "%(wait)s (each new try starts the wait again), or ask an administrator "
         "to unlock it."
-    )
+    ) % {"wait": _wait_words()}
 
 
 def bearer_lockout_message() -> str:
-    return (
+    return _(
         "Too many failed API token attempts from your address: every bearer request from "
-        f"it is refused for at most {_wait_words()} (see Retry-After). Check the token, or "
+        "it is refused for at most %(wait)s (see Retry-After). Check the token, or "
         "ask an administrator to unlock the address."
-    )
+    ) % {"wait": _wait_words()}
 
 
 def lockout_response(

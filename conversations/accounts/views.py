@@ -15,16 +15,20 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.views import LoginView, LogoutView
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from conversations.accounts import oidc
 
 __all__ = ["SSO_MESSAGES", "SignInView", "SignOutView"]
 
-# What the login page says after ``?sso=…``.
+# What the login page says after ``?sso=…`` (``%(name)s``: the provider's name).
 SSO_MESSAGES = {
-    oidc.FAILED: "Signing in through {name} did not work. Try again, or ask an administrator.",
-    oidc.UNREACHABLE: "{name} cannot be reached right now. Try again in a minute.",
-    "disabled": "Your account has been disabled at {name}. Ask an administrator.",
+    oidc.FAILED: gettext_lazy(
+        "Signing in through %(name)s did not work. Try again, or ask an administrator."
+    ),
+    oidc.UNREACHABLE: gettext_lazy("%(name)s cannot be reached right now. Try again in a minute."),
+    "disabled": gettext_lazy("Your account has been disabled at %(name)s. Ask an administrator."),
 }
 # ID tokens stored by mozilla-django-oidc (OIDC_STORE_ID_TOKEN) for the logout's hint.
 ID_TOKEN_SESSION_KEY = "oidc_id_token"
@@ -44,11 +48,11 @@ class SignInView(LoginView):
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
         name = settings.AGENTSITE_OIDC_NAME
-        message = SSO_MESSAGES.get(self.request.GET.get("sso", ""), "")
+        message = SSO_MESSAGES.get(self.request.GET.get("sso", ""))
         context.update(
             sso_enabled=sso_enabled(),
             sso_name=name,
-            sso_error=message.format(name=name) if sso_enabled() else "",
+            sso_error=message % {"name": name} if message and sso_enabled() else "",
             password_form=password_sign_in_allowed(),
         )
         return context
@@ -56,7 +60,9 @@ class SignInView(LoginView):
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not password_sign_in_allowed():
             context = self.get_context_data()
-            context["sso_error"] = f"Sign in through {settings.AGENTSITE_OIDC_NAME}."
+            context["sso_error"] = _("Sign in through %(name)s.") % {
+                "name": settings.AGENTSITE_OIDC_NAME
+            }
             return self.render_to_response(context, status=403)
         return super().post(request, *args, **kwargs)
 

@@ -24,6 +24,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.urls import URLPattern, path
+from django.utils.translation import gettext as _
 from ninja import NinjaAPI
 from ninja.errors import HttpError, ValidationError
 from ninja.parser import Parser
@@ -152,7 +153,7 @@ def _application_error(request: HttpRequest, exc: ApplicationError) -> HttpRespo
 
 @api.exception_handler(Http404)
 def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
-    return json_error(404, "Not found.")
+    return json_error(404, _("Not found."))
 
 
 @api.exception_handler(ValidationError)
@@ -173,7 +174,10 @@ def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
 @api.exception_handler(RequestDataTooBig)
 def _too_large(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-    return json_error(413, f"The request body is too large (the limit is {limit:,} bytes).")
+    message = _("The request body is too large (the limit is %(limit)s bytes).") % {
+        "limit": f"{limit:,}"
+    }
+    return json_error(413, message)
 
 
 @api.exception_handler(Exception)

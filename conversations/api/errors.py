@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from django.utils.translation import gettext as _
+
 __all__ = ["validation_error"]
 
 # The sources of a parameter (ninja's first item of an error's location).
@@ -35,25 +37,34 @@ def _wording(kind: str, name: str, ctx: dict[str, Any], msg: str) -> tuple[str, 
     """(the sentence, the message under the field) for an error of type ``kind``."""
     if kind == "missing":
         if name == WHOLE:
-            return "The request body must be a JSON object.", "Expected an object."
-        return f"'{name}' is required.", "Required."
+            return _("The request body must be a JSON object."), _("Expected an object.")
+        return _("'%(name)s' is required.") % {"name": name}, _("Required.")
     if kind in ("string_type", "str_type"):
-        return f"'{name}' must be a string.", "Must be a string."
+        return _("'%(name)s' must be a string.") % {"name": name}, _("Must be a string.")
     if kind == "string_too_long":
-        return f"'{name}' is too long.", f"At most {ctx.get('max_length')} characters."
+        return (
+            _("'%(name)s' is too long.") % {"name": name},
+            _("At most %(n)s characters.") % {"n": ctx.get("max_length")},
+        )
     if kind == "string_too_short":
         if ctx.get("min_length") == 1:
-            return f"'{name}' cannot be empty.", "Required."
-        return f"'{name}' is too short.", f"At least {ctx.get('min_length')} characters."
+            return _("'%(name)s' cannot be empty.") % {"name": name}, _("Required.")
+        return (
+            _("'%(name)s' is too short.") % {"name": name},
+            _("At least %(n)s characters.") % {"n": ctx.get("min_length")},
+        )
     if kind in ("bool_type", "bool_parsing"):
-        return f"'{name}' must be true or false.", "Must be a boolean."
+        return _("'%(name)s' must be true or false.") % {"name": name}, _("Must be a boolean.")
     if kind in ("int_type", "int_parsing", "int_from_float"):
-        return f"'{name}' must be a whole number.", "Must be a whole number."
+        return (
+            _("'%(name)s' must be a whole number.") % {"name": name},
+            _("Must be a whole number."),
+        )
     if kind in ("literal_error", "enum"):
         choices = _choices(str(ctx.get("expected", "")))
-        return f"'{name}' must be {choices}.", choices
+        return _("'%(name)s' must be %(choices)s.") % {"name": name, "choices": choices}, choices
     if kind in ("model_type", "model_attributes_type", "dict_type"):
-        return f"'{name}' must be an object.", "Expected an object."
+        return _("'%(name)s' must be an object.") % {"name": name}, _("Expected an object.")
     if "headline" in ctx:  # the schemas' own errors
         return str(ctx["headline"]), msg
     if kind in ("whole_number",):
@@ -71,11 +82,13 @@ def validation_error(errors: Iterable[dict[str, Any]]) -> tuple[str, dict[str, l
         kind = error.get("type", "")
         if kind == "extra_forbidden":
             unknown.append(name)
-            fields.setdefault(name, []).append("Unknown field.")
+            fields.setdefault(name, []).append(_("Unknown field."))
             continue
         sentence, message = _wording(kind, name, error.get("ctx") or {}, error.get("msg", ""))
         sentences.append(sentence)
         fields.setdefault(name, []).append(message)
     if unknown:  # what the body may not hold comes first, as it always did
-        sentences.insert(0, f"Unknown field(s): {', '.join(sorted(unknown))}.")
-    return (sentences[0] if sentences else "Invalid input."), fields
+        sentences.insert(
+            0, _("Unknown field(s): %(names)s.") % {"names": ", ".join(sorted(unknown))}
+        )
+    return (sentences[0] if sentences else _("Invalid input.")), fields

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from django.utils.translation import gettext as _
 from ninja import Header, Path, Query
 from pydantic import BeforeValidator, WithJsonSchema
 from pydantic_core import PydanticCustomError
@@ -141,7 +142,7 @@ def _folder_filter(raw: Any) -> str:
     try:
         return str(whole_number(raw, name="folder", default=0, minimum=1))
     except ApplicationError:
-        message = "'folder' must be a folder's id or none."
+        message = _("'folder' must be a folder's id or none.")
         raise PydanticCustomError("whole_number", message) from None
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import reverse
+from django.utils.translation import gettext as _
 from ninja import Router, Status
 
 from conversations import chat_settings, presets, selectors, services
@@ -176,7 +177,7 @@ def _preset_for(user: Any, preset_id: int | None) -> tuple[Any, dict[str, Any] |
     try:
         preset = presets.preset_get_readable(user, preset_id)
     except Http404:
-        message = "No preset with this id is available to you (GET /api/presets)."
+        message = _("No preset with this id is available to you (GET /api/presets).")
         raise ApplicationError(message, extra={"preset": [message]}) from None
     return preset, presets.preset_settings_for(user, preset)
 

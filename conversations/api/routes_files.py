@@ -26,6 +26,7 @@ from django.core.files.uploadedfile import UploadedFile
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, UnreadablePostError
 from django.http.multipartparser import MultiPartParserError
 from django.urls import reverse
+from django.utils.translation import gettext as _
 from ninja import Router, Status
 from ninja.decorators import decorate_view
 
@@ -78,10 +79,14 @@ CONTENT_DISPOSITION = {
     "`filename*=UTF-8''...`).",
     "schema": {"type": "string"},
 }
-UPLOAD_HOW = (
-    "Send the file as multipart/form-data in the field 'file', or as the request's body "
-    "named in a 'Content-Disposition: attachment; filename=\"<name>\"' header."
-)
+
+
+def upload_how() -> str:
+    """How to send a file, in the language of the request."""
+    return _(
+        "Send the file as multipart/form-data in the field 'file', or as the request's body "
+        "named in a 'Content-Disposition: attachment; filename=\"<name>\"' header."
+    )
 
 
 def streamed_upload(run: Callable[..., Any]) -> Callable[..., Any]:
@@ -99,8 +104,9 @@ def streamed_upload(run: Callable[..., Any]) -> Callable[..., Any]:
         except (MultiPartParserError, SuspiciousOperation, UnreadablePostError) as exc:
             return json_error(
                 400,
-                f"The upload could not be read ({exc}). {UPLOAD_HOW}",
-                fields={"file": ["Unreadable upload."]},
+                _("The upload could not be read (%(error)s). %(how)s")
+                % {"error": exc, "how": upload_how()},
+                fields={"file": [_("Unreadable upload.")]},
             )
 
     return limited
@@ -130,7 +136,8 @@ def uploaded_file(request: HttpRequest) -> contextlib.AbstractContextManager[Upl
         uploaded = request.FILES.get("file")
         if uploaded is not None:
             return contextlib.nullcontext(uploaded)  # Django deletes it with the request
-    raise ApplicationError(UPLOAD_HOW, extra={"file": [UPLOAD_HOW]})
+    how = upload_how()
+    raise ApplicationError(how, extra={"file": [how]})
 
 
 @router.post(

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
+from django.utils.translation import gettext as _
 from ninja import Router, Status
 from ninja.decorators import decorate_view
 from pydantic import ValidationError
@@ -28,8 +29,8 @@ from conversations.api.params import DocumentId, KnowledgeBaseId, whole
 from conversations.api.routes_files import (
     CONTENT_DISPOSITION,
     UPLOAD_BODY,
-    UPLOAD_HOW,
     streamed_upload,
+    upload_how,
     uploaded_file,
 )
 from conversations.api.schemas import (
@@ -147,7 +148,7 @@ def knowledge_document_add(request: HttpRequest, base_id: KnowledgeBaseId):
         try:
             payload = KnowledgeDocumentFromUrl.model_validate(body.read_json_object(request))
         except ValidationError:
-            message = f'Send JSON {{"url": ...}} to add a page. {UPLOAD_HOW}'
+            message = _('Send JSON {"url": ...} to add a page. %(how)s') % {"how": upload_how()}
             raise ApplicationError(message, extra={"url": [message]}) from None
         document = knowledge_sources.document_add_from_url(base, payload.url)
     return Status(201, {"id": document.pk, "name": document.name, "status": document.status})

@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
+from django.utils.translation import gettext as _
 from ninja import Body, Schema
 from pydantic import (
     BeforeValidator,
@@ -49,7 +50,7 @@ RunStatus = Literal[tuple(Run.Status.values)]  # type: ignore[valid-type]
 def _not_a_bool(value: Any) -> Any:
     if isinstance(value, bool):
         raise PydanticCustomError(
-            "model_id", "Must be an id.", {"headline": "'model' must be a model id."}
+            "model_id", _("Must be an id."), {"headline": _("'model' must be a model id.")}
         )
     return value
 
@@ -160,8 +161,8 @@ class ConversationChange(Forbid):
             )
             raise PydanticCustomError(
                 "nothing_to_change",
-                f"Send at least one of: {fields}.",
-                {"headline": f"Nothing to change: send {fields}."},
+                _("Send at least one of: %(fields)s.") % {"fields": fields},
+                {"headline": _("Nothing to change: send %(fields)s.") % {"fields": fields}},
             )
         return data
 
@@ -463,8 +464,8 @@ class FolderChange(Forbid):
         if data == {}:
             raise PydanticCustomError(
                 "nothing_to_change",
-                "Send name, parent or both.",
-                {"headline": "Nothing to change: send name, parent or both."},
+                _("Send name, parent or both."),
+                {"headline": _("Nothing to change: send name, parent or both.")},
             )
         return data
 
@@ -671,8 +672,8 @@ class UserSettingsChange(Forbid):
             fields = "instructions, language, timezone or theme"
             raise PydanticCustomError(
                 "nothing_to_change",
-                f"Send at least one of: {fields}.",
-                {"headline": f"Nothing to change: send {fields}."},
+                _("Send at least one of: %(fields)s.") % {"fields": fields},
+                {"headline": _("Nothing to change: send %(fields)s.") % {"fields": fields}},
             )
         return data
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import messages as flash
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
 from audit.services import client_of
@@ -57,5 +58,8 @@ def token_list(request: HttpRequest) -> HttpResponse:
 def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
     token = tokens.token_get(user=request.user, token_id=token_id)
     tokens.token_revoke(token=token, actor=request.user, client=client_of(request))
-    flash.success(request, f"Token “{token.name}” ({token.prefix}…) revoked.")
+    flash.success(
+        request,
+        _("Token “%(name)s” (%(prefix)s…) revoked.") % {"name": token.name, "prefix": token.prefix},
+    )
     return redirect("token_list")

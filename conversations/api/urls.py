@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse
 from django.urls import re_path
+from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 
 from conversations.api.api import api_urlpatterns
@@ -17,7 +18,7 @@ from conversations.http.auth import json_error
 def not_found(request: HttpRequest, path: str = "") -> HttpResponse:
     """Unknown /api/ paths answer JSON, not the HTML 404 page or a login redirect (ids
     too large for the database land here too: the ``<id:...>`` converter refuses them)."""
-    return json_error(404, "Not found: no such API endpoint or id. See /api/schema.")
+    return json_error(404, _("Not found: no such API endpoint or id. See /api/schema."))
 
 
 urlpatterns = [

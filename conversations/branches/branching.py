@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from conversations.history.traces import mark_resuming
 from conversations.history.tree import RunTree
@@ -24,7 +26,7 @@ from conversations.services import (
 from core.errors import ApplicationError
 from llms.selectors import model_get_for_user
 
-BUSY = "Wait for the current answer to finish, or stop it, first."
+BUSY = gettext_noop("Wait for the current answer to finish, or stop it, first.")
 
 
 def lock(conversation_id: int) -> None:
@@ -34,7 +36,7 @@ def lock(conversation_id: int) -> None:
 
 def refuse_while_busy(conversation: Conversation) -> None:
     if active_run(conversation=conversation) is not None:
-        raise ApplicationError(BUSY, code="conflict")
+        raise ApplicationError(_(BUSY), code="conflict")
 
 
 def refuse_over_quota(user) -> None:
@@ -47,7 +49,7 @@ def _question_run(tree: RunTree, message: Message) -> int:
     """The run answering ``message`` that is shown (the message must be a question)."""
     node = tree.answer_for_question(message.pk)
     if node is None or message.role != Message.Role.USER:
-        raise ApplicationError("Only a question that was answered can be edited.")
+        raise ApplicationError(_("Only a question that was answered can be edited."))
     return node.run_id
 
 
@@ -74,7 +76,7 @@ def run_regenerate(*, run: Run, user, model_id: int | str | None = None) -> Run:
     """A new answer to ``run``'s question from the same history, beside ``run``;
     optionally by another model the user may use."""
     if run.trigger_message_id is None:
-        raise ApplicationError("This answer has no question to answer again.")
+        raise ApplicationError(_("This answer has no question to answer again."))
     model = model_get_for_user(user=user, model_id=model_id) if model_id else None
     with transaction.atomic():
         lock(run.conversation_id)
@@ -97,7 +99,7 @@ def run_retry(*, run: Run, user) -> Run:
     """Answer a failed, stopped or incomplete run's question again: a new answer beside
     it (the attempt stays, one click away)."""
     if run.status not in Run.RETRYABLE_STATUSES or run.trigger_message_id is None:
-        raise ApplicationError("Only a failed, stopped or incomplete answer can be retried.")
+        raise ApplicationError(_("Only a failed, stopped or incomplete answer can be retried."))
     return run_regenerate(run=run, user=user)
 
 

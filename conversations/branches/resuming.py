@@ -9,6 +9,8 @@ and it goes on from the paused run's trace (:mod:`conversations.history.traces`)
 from __future__ import annotations
 
 from django.db import transaction
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from conversations.branches.branching import lock, refuse_over_quota, refuse_while_busy
 from conversations.history.traces import mark_resuming
@@ -19,19 +21,32 @@ from core.errors import ApplicationError
 # What the model reads after the trace when the user pressed Continue without a note.
 CONTINUE_REQUEST = "Please continue."
 
-NOT_PAUSED = "Only a paused run can be continued; this one {status}."
-PLAN_MODE = (
+NOT_PAUSED = gettext_noop("Only a paused run can be continued; this one %(status)s.")
+PLAN_MODE = gettext_noop(
     "This run was paused in plan mode, which keeps no step-by-step trace to go on from. "
     "Ask again instead."
 )
-NO_TRACE = "This run kept no trace to go on from. Ask again instead."
-_STATUS_WORDS = {
-    Run.Status.QUEUED: "has not started yet",
-    Run.Status.RUNNING: "is still running",
-    Run.Status.SUCCEEDED: "has answered",
-    Run.Status.FAILED: "failed (Retry it instead)",
-    Run.Status.CANCELLED: "was stopped (Retry it instead)",
-    Run.Status.INCOMPLETE: "was cut short (Retry it instead)",
+NO_TRACE = gettext_noop("This run kept no trace to go on from. Ask again instead.")
+# Whole sentences (translated at refusal time), by the run's status.
+_NOT_PAUSED_BY_STATUS = {
+    Run.Status.QUEUED: gettext_noop(
+        "Only a paused run can be continued; this one has not started yet."
+    ),
+    Run.Status.RUNNING: gettext_noop(
+        "Only a paused run can be continued; this one is still running."
+    ),
+    Run.Status.SUCCEEDED: gettext_noop(
+        "Only a paused run can be continued; this one has answered."
+    ),
+    Run.Status.FAILED: gettext_noop(
+        "Only a paused run can be continued; this one failed (Retry it instead)."
+    ),
+    Run.Status.CANCELLED: gettext_noop(
+        "Only a paused run can be continued; this one was stopped (Retry it instead)."
+    ),
+    Run.Status.INCOMPLETE: gettext_noop(
+        "Only a paused run can be continued; this one was cut short (Retry it instead)."
+    ),
 }
 
 __all__ = ["CONTINUE_REQUEST", "note_clean", "resume_refusal", "run_resume"]
@@ -44,8 +59,9 @@ def note_clean(content: str | None) -> str:
     limit = message_max_chars()
     if len(note) > limit:
         raise ApplicationError(
-            f"The note is too long ({len(note):,} characters; the limit is {limit:,}).",
-            extra={"content": [f"At most {limit} characters."]},
+            _("The note is too long (%(length)s characters; the limit is %(limit)s).")
+            % {"length": f"{len(note):,}", "limit": f"{limit:,}"},
+            extra={"content": [_("At most %(limit)d characters.") % {"limit": limit}]},
         )
     return note or CONTINUE_REQUEST
 
@@ -53,10 +69,13 @@ def note_clean(content: str | None) -> str:
 def resume_refusal(run: Run, *, has_trace: bool) -> str:
     """Why ``run`` cannot be continued ("" when it can)."""
     if run.status != Run.Status.PAUSED:
-        return NOT_PAUSED.format(status=_STATUS_WORDS.get(run.status, run.status))
+        sentence = _NOT_PAUSED_BY_STATUS.get(run.status)
+        if sentence is not None:
+            return _(sentence)
+        return _(NOT_PAUSED) % {"status": run.status}
     if not has_trace:
         mode = run.mode or run.conversation.mode
-        return PLAN_MODE if mode != AgentMode.REACT else NO_TRACE
+        return _(PLAN_MODE) if mode != AgentMode.REACT else _(NO_TRACE)
     return ""
 
 

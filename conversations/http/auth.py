@@ -21,6 +21,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
+from django.utils.translation import gettext as _
 
 from conversations.accounts import lockout
 from conversations.accounts.middleware import sso_configured
@@ -70,7 +71,8 @@ def _unauthorized(message: str) -> JsonResponse:
 
 def method_not_allowed(request: HttpRequest, methods: tuple[str, ...]) -> JsonResponse:
     allowed = ", ".join(methods)
-    return json_error(405, f"Method {request.method} not allowed.", headers={"Allow": allowed})
+    message = _("Method %(method)s not allowed.") % {"method": request.method}
+    return json_error(405, message, headers={"Allow": allowed})
 
 
 def admit(request: HttpRequest) -> HttpResponse | None:
@@ -79,24 +81,26 @@ def admit(request: HttpRequest) -> HttpResponse | None:
     header = request.headers.get("Authorization", "")
     token = None
     if header:
-        scheme, _, credentials = header.partition(" ")
+        scheme, _space, credentials = header.partition(" ")
         if scheme.lower() != "bearer" or not credentials.strip():
-            return _unauthorized("Use the header 'Authorization: Bearer <token>'.")
+            return _unauthorized(_("Use the header 'Authorization: Bearer <token>'."))
         if not lockout.bearer_allowed(request):  # refused before any token is checked
             return lockout.bearer_lockout_response()
         token = token_verify(credentials)
         if token is None:
             if lockout.bearer_failed(request):
                 return lockout.bearer_lockout_response()
-            return _unauthorized("The API token is wrong or has been revoked.")
+            return _unauthorized(_("The API token is wrong or has been revoked."))
         if sso_configured() and not still_enabled(token.user):
-            return _unauthorized("This account has been disabled by the identity provider.")
+            return _unauthorized(_("This account has been disabled by the identity provider."))
         request.user = token.user
         request.api_token = token  # type: ignore[attr-defined]
     elif not request.user.is_authenticated:
         return _unauthorized(
-            "Authentication required: send 'Authorization: Bearer <token>' "
-            "(create a token under Settings > API tokens) or log in."
+            _(
+                "Authentication required: send 'Authorization: Bearer <token>' "
+                "(create a token under Settings > API tokens) or log in."
+            )
         )
     client = f"token:{token.pk}" if token is not None else f"user:{request.user.pk}"
     verdict = ratelimit.rate_limit_hit(client)
@@ -104,16 +108,18 @@ def admit(request: HttpRequest) -> HttpResponse | None:
     if not verdict.allowed:
         return json_error(
             429,
-            f"Too many requests: the limit is {verdict.limit} a minute. "
-            f"Try again in {verdict.retry_after} s.",
+            _("Too many requests: the limit is %(limit)s a minute. Try again in %(seconds)s s.")
+            % {"limit": verdict.limit, "seconds": verdict.retry_after},
             headers={"Retry-After": str(verdict.retry_after)},
         )
     session_write = token is None and request.method not in SAFE_METHODS
     if session_write and _csrf.process_view(request, None, (), {}) is not None:
         return json_error(
             403,
-            "CSRF check failed. Browser sessions must send the X-CSRFToken header; "
-            "scripts should use a bearer token.",
+            _(
+                "CSRF check failed. Browser sessions must send the X-CSRFToken header; "
+                "scripts should use a bearer token."
+            ),
         )
     return None
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
+from django.utils.translation import gettext as _
 
 from conversations import services
 from conversations.transfer.jsoninput import MAX_DEPTH, UnstorableJSON, loads_storable
@@ -36,7 +37,9 @@ def body_max_bytes() -> int:
 def read_body(request: HttpRequest, limit: int) -> bytes:
     """The request's bytes; 413 when over ``limit`` (a declared length before reading)."""
     too_large = ApplicationError(
-        f"The request body is too large (the limit is {limit:,} bytes).", code="too_large"
+        _("The request body is too large (the limit is %(limit)s bytes).")
+        % {"limit": f"{limit:,}"},
+        code="too_large",
     )
     try:
         declared = int(request.headers.get("Content-Length") or 0)
@@ -61,18 +64,24 @@ def read_json_object(request: HttpRequest) -> dict[str, Any]:
     try:
         data = loads_storable(raw)
     except UnstorableJSON as exc:
-        raise ApplicationError(_BODY_REFUSALS[exc.reason].format(exc.detail)) from None
+        raise ApplicationError(_body_refusal(exc.reason, exc.detail)) from None
     if not isinstance(data, dict):
         raise ApplicationError(
-            "The request body must be a JSON object.", extra={"__all__": ["Expected an object."]}
+            _("The request body must be a JSON object."),
+            extra={"__all__": [_("Expected an object.")]},
         )
     return data
 
 
-_BODY_REFUSALS = {
-    "invalid": "The request body is not valid JSON: {}.",
-    "too_deep": f"The request body is nested deeper than {MAX_DEPTH} levels.",
-    "surrogate": "The request body holds a lone UTF-16 surrogate (such as \\ud800), "
-    "which is not text. Send valid Unicode.",
-    "number": "The request body holds a number too large to store (such as 1e999).",
-}
+def _body_refusal(reason: str, detail: str) -> str:
+    """Why a parsed body cannot be stored, in the language of the request."""
+    if reason == "invalid":
+        return _("The request body is not valid JSON: %(detail)s.") % {"detail": detail}
+    if reason == "too_deep":
+        return _("The request body is nested deeper than %(depth)s levels.") % {"depth": MAX_DEPTH}
+    if reason == "surrogate":
+        return _(
+            "The request body holds a lone UTF-16 surrogate (such as \\ud800), "
+            "which is not text. Send valid Unicode."
+        )
+    return _("The request body holds a number too large to store (such as 1e999).")

@@ -7,6 +7,8 @@ a request goes through :func:`whole_number`, with the range its use allows.
 
 from __future__ import annotations
 
+from django.utils.translation import gettext as _
+
 from core.converters import DB_ID_MAX
 from core.errors import ApplicationError
 
@@ -29,6 +31,10 @@ def whole_number(
     except ValueError:
         value = None
     if value is None or not minimum <= value <= maximum:
-        message = f"'{name}' must be a whole number from {minimum} to {maximum}."
+        message = _("'%(name)s' must be a whole number from %(minimum)s to %(maximum)s.") % {
+            "name": name,
+            "minimum": minimum,
+            "maximum": maximum,
+        }
         raise ApplicationError(message, extra={name: [message]})
     return value

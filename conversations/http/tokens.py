@@ -14,6 +14,7 @@ from datetime import timedelta
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from audit.services import Client, record
 from conversations.models import APIToken
@@ -48,8 +49,8 @@ def token_create(*, user, name: str = "", client: Client | None = None) -> tuple
     name = (name or "").strip()
     if len(name) > NAME_MAX_CHARS:
         raise ApplicationError(
-            "The token name is too long.",
-            extra={"name": [f"At most {NAME_MAX_CHARS} characters."]},
+            _("The token name is too long."),
+            extra={"name": [_("At most %(n)s characters.") % {"n": NAME_MAX_CHARS}]},
         )
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = APIToken.objects.create(

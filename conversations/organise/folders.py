@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from django.db import IntegrityError, transaction
 from django.shortcuts import get_object_or_404
+from django.utils.translation import gettext as _
 
 from conversations.models import Conversation, Folder
 from conversations.organise.names import name_clean
@@ -51,7 +52,7 @@ def _owned(owner_id: int, folder_id: int, *, field_name: str) -> Folder:
     """A folder named in a request's body: the owner's, else a 404 naming the field."""
     found = Folder.objects.filter(pk=folder_id, owner_id=owner_id).first()
     if found is None:
-        message = f"You have no folder {folder_id}."
+        message = _("You have no folder %(id)s.") % {"id": folder_id}
         raise ApplicationError(message, code="not_found", extra={field_name: [message]})
     return found
 
@@ -66,17 +67,16 @@ def _parent_for(
     parent = _owned(owner_id, parent_id, field_name="parent")
     refusal = None
     if parent.parent_id is not None:
-        refusal = (
-            f"“{parent.name}” is a sub-folder: folders nest one level deep, so a folder "
+        refusal = _(
+            "“%(name)s” is a sub-folder: folders nest one level deep, so a folder "
             "cannot go inside a sub-folder."
-        )
+        ) % {"name": parent.name}
     elif folder is not None and parent.pk == folder.pk:
-        refusal = "A folder cannot go inside itself."
+        refusal = _("A folder cannot go inside itself.")
     elif folder is not None and folder.pk and folder.children.exists():
-        refusal = (
-            f"“{folder.name}” has sub-folders: folders nest one level deep, so it stays at "
-            "the top level."
-        )
+        refusal = _(
+            "“%(name)s” has sub-folders: folders nest one level deep, so it stays at the top level."
+        ) % {"name": folder.name}
     if refusal:
         raise ApplicationError(refusal, extra={"parent": [refusal]})
     return parent
@@ -92,8 +92,15 @@ def _name_free(
         siblings = siblings.exclude(pk=folder.pk)
     taken = {other.casefold() for other in siblings.values_list("name", flat=True)}
     if name.casefold() in taken:
-        where = f"in “{parent.name}”" if parent else "at the top level"
-        message = f"You already have a folder named “{name}” {where}."
+        if parent:
+            message = _("You already have a folder named “%(name)s” in “%(parent)s”.") % {
+                "name": name,
+                "parent": parent.name,
+            }
+        else:
+            message = _("You already have a folder named “%(name)s” at the top level.") % {
+                "name": name
+            }
         raise ApplicationError(message, extra={"name": [message]})
 
 
@@ -103,7 +110,7 @@ def _saved(folder: Folder, **save: object) -> Folder:
         with transaction.atomic():
             folder.save(**save)  # type: ignore[arg-type]
     except IntegrityError:
-        message = f"You already have a folder named “{folder.name}” there."
+        message = _("You already have a folder named “%(name)s” there.") % {"name": folder.name}
         raise ApplicationError(message, extra={"name": [message]}) from None
     return folder
 
@@ -112,7 +119,9 @@ def folder_create(*, owner, name: object, parent_id: int | None = None) -> Folde
     name = name_clean(name, field="name", what="folder", limit=NAME_MAX)
     parent = _parent_for(owner.pk, parent_id)
     if Folder.objects.filter(owner=owner).count() >= FOLDERS_MAX:
-        message = f"You have {FOLDERS_MAX} folders, the most there can be: delete one first."
+        message = _("You have %(count)d folders, the most there can be: delete one first.") % {
+            "count": FOLDERS_MAX
+        }
         raise ApplicationError(message, extra={"name": [message]})
     _name_free(owner.pk, name, parent)
     return _saved(Folder(owner=owner, name=name, parent=parent))

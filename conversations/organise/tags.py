@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from django.db import IntegrityError, transaction
+from django.utils.translation import gettext as _
 
 from conversations.models import Conversation, Tag
 from conversations.organise.names import name_clean
@@ -43,12 +44,16 @@ def tags_clean(names: Iterable[object]) -> list[str]:
             continue
         name = name_clean(raw, field="tags", what="tag", limit=TAG_CHARS)
         if SEPARATOR in name:
-            message = f"A tag cannot hold a comma: “{name}”."
+            message = _("A tag cannot hold a comma: “%(name)s”.") % {"name": name}
             raise ApplicationError(message, extra={"tags": [message]})
         kept.setdefault(tag_key(name), name)
     if len(kept) > TAGS_MAX:
-        message = f"A conversation has at most {TAGS_MAX} tags ({len(kept)} given)."
-        raise ApplicationError(message, extra={"tags": [f"At most {TAGS_MAX} tags."]})
+        message = _("A conversation has at most %(max)d tags (%(given)d given).") % {
+            "max": TAGS_MAX,
+            "given": len(kept),
+        }
+        short = _("At most %(max)d tags.") % {"max": TAGS_MAX}
+        raise ApplicationError(message, extra={"tags": [short]})
     return list(kept.values())
 
 
@@ -56,7 +61,9 @@ def _tag_for(owner_id: int, name: str) -> Tag:
     key = tag_key(name)
     try:
         with transaction.atomic():
-            tag, _ = Tag.objects.get_or_create(owner_id=owner_id, key=key, defaults={"name": name})
+            tag, _created = Tag.objects.get_or_create(
+                owner_id=owner_id, key=key, defaults={"name": name}
+            )
     except IntegrityError:  # a concurrent request made it first
         tag = Tag.objects.get(owner_id=owner_id, key=key)
     return tag

@@ -18,6 +18,7 @@ from html.parser import HTMLParser
 
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import gettext as _
 
 __all__ = ["Citation", "cited_numbers", "link_citations"]
 
@@ -106,9 +107,11 @@ def link_citations(html: str, citations: Iterable[Citation]) -> SafeString:
 
 def _link(citation: Citation, text: str) -> str:
     where = escape(citation.where)
+    label = _("Source %(number)s: %(where)s") % {"number": citation.number, "where": citation.where}
+    label = escape(label)
     return (
         f'<a href="{escape(citation.href)}" title="{where}" '
-        f'aria-label="Source {citation.number}: {where}" target="_blank" rel="noopener">'
+        f'aria-label="{label}" target="_blank" rel="noopener">'
         f"{text}</a>"
     )
 

@@ -13,16 +13,20 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
+
 from conversations.pages.items import StepItem, ToolCard, partial
 
 RESULT_PREVIEW_CHARS = 600
 
+# In English; the status line shows their translation.
 PHASE_TEXT = {
-    "planning": "Planning the steps…",
-    "executing": "Running the plan…",
-    "analyzing": "Checking the results against the goal…",
-    "replanning": "Not there yet: planning again…",
-    "planning_failed": "No plan could be made: working step by step instead…",
+    "planning": gettext_noop("Planning the steps…"),
+    "executing": gettext_noop("Running the plan…"),
+    "analyzing": gettext_noop("Checking the results against the goal…"),
+    "replanning": gettext_noop("Not there yet: planning again…"),
+    "planning_failed": gettext_noop("No plan could be made: working step by step instead…"),
 }
 STEP_STATUS = {"started": "running", "completed": "done", "failed": "failed", "skipped": "skipped"}
 
@@ -142,7 +146,7 @@ class PlanTracker:
             self.rounds[number] = plan_round
             item = StepItem(kind="plan", dom_id=dom, extra={"round": plan_round})
             view.items.append(item)
-            return view.append_item(item, render) + view.set_status(PHASE_TEXT[phase], render)
+            return view.append_item(item, render) + view.set_status(_(PHASE_TEXT[phase]), render)
         if phase == "analyzed":
             plan_round = self.rounds.get(number)
             if plan_round is None:
@@ -153,7 +157,7 @@ class PlanTracker:
                 "reasoning": str(payload.get("reasoning") or ""),
             }
             return partial("plan-verdict", {"round": plan_round, "oob": True}) if render else ""
-        return view.set_status(PHASE_TEXT[phase], render)
+        return view.set_status(_(PHASE_TEXT[phase]), render)
 
     def on_progress(self, view: RunViewLike, payload: dict[str, Any], render: bool) -> str:
         plan_round = self.rounds.get(int(payload.get("round") or 1))
@@ -205,6 +209,6 @@ class PlanTracker:
             step.status = "skipped" if step.status == "waiting" else "stopped"
             for cards in step.open_cards.values():
                 for card in cards:
-                    card.done, card.error = True, card.error or "[interrupted]"
+                    card.done, card.error = True, card.error or _("[interrupted]")
             step.open_cards.clear()
         return unfinished

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from django.urls import reverse
 from django.utils.html import escape
+from django.utils.translation import gettext as _
 
 from conversations.models import Run
 from conversations.pages.citations import Citation, link_citations
@@ -127,7 +128,9 @@ class RunView:
     def _on_step(self, payload: dict[str, Any], render: bool) -> str:
         kind, status = payload.get("type"), payload.get("status")
         if kind == "thinking" and status == "start":
-            return self.set_status(f"Thinking (step {payload.get('iteration', 0)})…", render)
+            return self.set_status(
+                _("Thinking (step %(step)s)…") % {"step": payload.get("iteration", 0)}, render
+            )
         if kind == "thinking" and status == "delta":
             return self._thought_delta(
                 payload.get("iteration", 0), payload.get("content", ""), render
@@ -148,7 +151,9 @@ class RunView:
             item = StepItem(kind="card", card=card, dom_id=card.dom_id)
             self.items.append(item)
             frame = self.append_item(item, render)
-            return frame + self.set_status(f"Running {card.tool_name}…", render)
+            return frame + self.set_status(
+                _("Running %(tool)s…") % {"tool": card.tool_name}, render
+            )
         if kind == "iteration":
             key = (payload.get("iteration", 0), payload.get("tool_name", ""))
             queue = self._open.get(key)
@@ -163,7 +168,7 @@ class RunView:
                 return ""
             return partial("tool-card", {"card": card, "oob": True})
         if kind == "answer":
-            return self.set_status("Writing the answer…", render)
+            return self.set_status(_("Writing the answer…"), render)
         return ""
 
     def _thought_delta(self, iteration: int, content: str, render: bool) -> str:
@@ -213,7 +218,7 @@ class RunView:
         status = payload.get("status")
         if status == "start":
             self.answer_started = True
-            return self.set_status("Writing the answer…", render)
+            return self.set_status(_("Writing the answer…"), render)
         if status == "reset":  # what streamed was a step's thought: its ThinkingDone shows it
             self.answer_text, self.answer_started = "", False
             return partial("run-answer", {"view": self, "oob": True}) if render else ""
@@ -236,7 +241,9 @@ class RunView:
             return frame
         if payload.get("phase") == "selecting_tools":
             return self.set_status(
-                f"Choosing the right tools among {payload.get('total_tools', '?')}…", render
+                _("Choosing the right tools among %(count)s…")
+                % {"count": payload.get("total_tools", "?")},
+                render,
             )
         return self.set_status(
             str(payload.get("phase", "")).replace("_", " ").capitalize() + "…", render
@@ -278,7 +285,8 @@ class RunView:
             self.items.append(item)
             frame = self.append_item(item, render)
             return frame + self.set_status(
-                f"Waiting for your approval of {item.extra['tool_name']}…", render
+                _("Waiting for your approval of %(tool)s…") % {"tool": item.extra["tool_name"]},
+                render,
             )
         item = self.approval_item(call_id)
         if item is None:
@@ -385,7 +393,7 @@ class RunView:
         self.status_text = ""
         for card in self.open_cards():
             card.done = True
-            card.error = card.error or "[interrupted]"
+            card.error = card.error or _("[interrupted]")
         self._open.clear()
         return self._finish_frame(render)
 
@@ -412,7 +420,7 @@ class RunView:
         done = self.done or {}
         if done.get("status") != "incomplete":
             return ""
-        return done.get("reason") or "The answer is incomplete."
+        return done.get("reason") or _("The answer is incomplete.")
 
     @property
     def paused(self) -> bool:

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from django.db.models import F, Q, QuerySet, Window, prefetch_related_objects
 from django.db.models.functions import RowNumber
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from conversations import selectors
 from conversations.models import Conversation, Folder
@@ -27,7 +29,10 @@ from conversations.organise.tags import tags_in_use
 from conversations.selectors import NO_FOLDER
 
 PAGE_SIZE = 50
-TODAY, LAST_WEEK, OLDER = "Today", "Previous 7 days", "Older"
+# Group keys, in English; the heading shown is their translation.
+TODAY = gettext_noop("Today")
+LAST_WEEK = gettext_noop("Previous 7 days")
+OLDER = gettext_noop("Older")
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _MICROSECOND = dt.timedelta(microseconds=1)
 
@@ -100,7 +105,7 @@ def sidebar_page(
     page = SidebarPage()
     for conversation in found[:size]:
         group = group_of(conversation.updated_at, today)
-        heading = group if by_day and group != previous else None
+        heading = _(group) if by_day and group != previous else None
         page.rows.append(Row(conversation, heading))
         previous = group
     if len(found) > size:

@@ -13,6 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
+
 from conversations.models import AgentMode, Run
 from engine import LLM, AgentResult, ChatMessage, ModelRegistry, ReActAgent
 from engine.events import Phase
@@ -22,7 +25,9 @@ from llms.services import build_llm
 
 logger = logging.getLogger(__name__)
 
-SMALL_MODEL_NO_PLAN = "Plan mode needs a larger model: this small model answers step by step."
+SMALL_MODEL_NO_PLAN = gettext_noop(
+    "Plan mode needs a larger model: this small model answers step by step."
+)
 
 
 @dataclass
@@ -86,7 +91,7 @@ async def agent_for(
     mode = models.mode
     if mode != AgentMode.REACT and small_model:
         mode = AgentMode.REACT
-        await on_event(Phase("routed", {"mode": mode, "reason": SMALL_MODEL_NO_PLAN}))
+        await on_event(Phase("routed", {"mode": mode, "reason": _(SMALL_MODEL_NO_PLAN)}))
     elif mode == AgentMode.AUTO:
         assert models.registry is not None
         router = models.registry.get_by_role("fast")

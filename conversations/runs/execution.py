@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from django.conf import settings
+from django.utils import translation
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from conversations.chat_settings import effective_params
 from conversations.history import compaction, traces
@@ -29,6 +32,7 @@ from conversations.history.attachments import (
 )
 from conversations.instructions import system_prompt_for
 from conversations.models import AgentMode, Message, Run
+from conversations.preferences import run_language
 from conversations.runs import handover, lifecycle, titling
 from conversations.runs.agents import RunModels, agent_for, agent_run, run_models, trace_to_keep
 from conversations.runs.approvals import RunApprover
@@ -51,10 +55,10 @@ from engine import (
     ReActAgent,
 )
 from engine.events import AgentEvent, Compact, Done, ErrorEvent, Inject, IterationStart
-from engine.llm.base import plain_message
 from files.models import StoredFile
 from knowledge import retrieval as knowledge_retrieval
 from knowledge import selectors as knowledge_selectors
+from llms.failures import failure_message, translated
 from llms.selectors import default_model_for_user, model_get_for_user
 from llms.services import build_llm
 from tools.builtin.read_file import read_file_tool
@@ -68,7 +72,7 @@ T = TypeVar("T")
 
 # Readers who join while a run's end cannot be written hear of it this often.
 UNSAVED_RESEND_SECONDS = 5.0
-UNSAVED_ANSWER = (
+UNSAVED_ANSWER = gettext_noop(
     "The answer could not be saved because of an internal error. Send the message again."
 )
 
@@ -76,15 +80,17 @@ UNSAVED_ANSWER = (
 def unsaved_reason(error: BaseException) -> str:
     """What readers are told while the end of a run they watched cannot be written."""
     if is_disk_full(error):
-        return (
+        return _(
             "Not saved yet: the server's disk is full. It will be saved as soon as there is "
             "room again; until then, copy anything you need from this page."
         )
-    return "Not saved yet: the database is not answering. Trying again…"
+    return _("Not saved yet: the database is not answering. Trying again…")
 
 
 def deadline_message(seconds: float) -> str:
-    return f"The run reached its time limit ({duration_words(seconds)}) and was stopped."
+    return _("The run reached its time limit (%(duration)s) and was stopped.") % {
+        "duration": duration_words(seconds)
+    }
 
 
 @dataclass
@@ -99,7 +105,11 @@ class RunOutcome:
 async def execute_run(run_id: int, *, task_id: str = "") -> RunOutcome:
     """Execute one run end to end. The follow-up run, if any, is announced on the page
     but not launched: the caller launches it where it launches runs."""
-    return await RunExecution(run_id, task_id=task_id).execute()
+    # The run's words (its failure reasons, its live frames' labels) are in the language
+    # the conversation's owner chose.
+    language = await db(run_language)(run_id)
+    with translation.override(language):
+        return await RunExecution(run_id, task_id=task_id).execute()
 
 
 class LLMSetupError(Exception):
@@ -291,7 +301,7 @@ class RunExecution:
         elif resuming is not None:
             setup.resumes_run_id, setup.resume = resuming.paused_run_id, resuming.trace
             if not resuming.trace:
-                setup.error = "The paused run kept no trace to go on from. Ask again instead."
+                setup.error = _("The paused run kept no trace to go on from. Ask again instead.")
         # A message numbered after the trigger may be a follow-up saved while the run was
         # queued (most runs have none: no query for them).
         if trigger is None or run.conversation.last_message_seq > trigger.seq:
@@ -400,11 +410,11 @@ class RunExecution:
                 async for _chunk in agent.stream_answer(self.result, setup.query):
                     pass
             if self.unsaved:
-                return Run.Status.FAILED, UNSAVED_ANSWER
+                return Run.Status.FAILED, _(UNSAVED_ANSWER)
             status, error = self.result.status, self.result.error or ""
             if status == Run.Status.FAILED:
                 # The engine's answer says it in plain words; its error is the detail.
-                self.error_detail, error = error, self.result.answer or error
+                self.error_detail, error = error, translated(self.result.answer) or error
             return status, error
         except CancelledRun:
             return Run.Status.CANCELLED, ""
@@ -412,11 +422,11 @@ class RunExecution:
             return Run.Status.FAILED, str(exc)
         except LLMError as exc:
             self.error_detail = f"{type(exc).__name__}: {exc}"
-            return Run.Status.FAILED, plain_message(exc)
+            return Run.Status.FAILED, failure_message(exc)
         except Exception as exc:  # the conversation must stay consistent whatever broke
             logger.exception("run %s crashed", self.run_id)
             self.error_detail = f"{type(exc).__name__}: {exc}"
-            return Run.Status.FAILED, "The run stopped because of an internal error. Retry?"
+            return Run.Status.FAILED, _("The run stopped because of an internal error. Retry?")
 
     async def _keep_trace(self, trace: list[ChatMessage]) -> None:
         """Store a paused run's trace before its end is written, so that Continue works
@@ -513,7 +523,7 @@ class RunExecution:
             handovers = await db(handover.handovers_of)(self.run_id)
         except Exception:
             logger.exception("run %s: could not count its hand-overs", self.run_id)
-            return Run.Status.FAILED, handover.SERVER_RESTARTED
+            return Run.Status.FAILED, _(handover.SERVER_RESTARTED)
         refusal = handover.refusal(
             react=react, tool_cut=self.tool_cut, steps_begun=self.steps_begun, handovers=handovers
         )
@@ -523,7 +533,7 @@ class RunExecution:
         entry = None
         try:
             await publisher.drain()
-            payload = {"message": handover.HANDED_OVER, "handovers": handovers + 1}
+            payload = {"message": _(handover.HANDED_OVER), "handovers": handovers + 1}
             entry = await publisher.reserve(handover.HANDOVER_CHANNEL, payload)
             await publisher.flush()
             handed = await db(handover.run_hand_back)(
@@ -546,7 +556,7 @@ class RunExecution:
             publisher.release(entry)
         if handed is False and not self.swept:  # a Stop was saved first: it wins
             return Run.Status.CANCELLED, ""
-        return Run.Status.FAILED, handover.SERVER_RESTARTED
+        return Run.Status.FAILED, _(handover.SERVER_RESTARTED)
 
     async def _handed_back(self) -> RunOutcome:
         """The run is queued again: give back its unused event numbers and say so."""
@@ -694,9 +704,9 @@ def _report(status: str, error: str, kept: str, *, answered: bool) -> ErrorEvent
     """The error event telling how a run without a complete answer ended, if it needs one
     (an incomplete answer that was saved says so in its done event)."""
     if status == Run.Status.FAILED:
-        return ErrorEvent(error or "The run failed.", "failed", kept)
+        return ErrorEvent(error or _("The run failed."), "failed", kept)
     if status == Run.Status.CANCELLED:
-        return ErrorEvent("Stopped.", "cancelled", kept)
+        return ErrorEvent(_("Stopped."), "cancelled", kept)
     if status == Run.Status.INCOMPLETE and not answered:
         return ErrorEvent(error, "incomplete", kept)
     return None
@@ -781,15 +791,20 @@ def _build_agent_parts(run: Run) -> tuple[Any, Any, Any, dict[str, Any]]:
                 token=token,
             )
         except ApplicationError as exc:
-            raise LLMSetupError(f"{exc.message} Pick another model for this conversation.") from exc
+            raise LLMSetupError(
+                _("%(refusal)s Pick another model for this conversation.")
+                % {"refusal": exc.message}
+            ) from exc
     else:
         model = cached(
             ("default-model", user.pk), lambda: default_model_for_user(user=user), token=token
         )
     if model is None:
         raise LLMSetupError(
-            "No language model is configured. An administrator can add one in the admin "
-            "(LLM providers and models)."
+            _(
+                "No language model is configured. An administrator can add one in the admin "
+                "(LLM providers and models)."
+            )
         )
     rows = cached(("tools", user.pk), lambda: tool_rows_for_user(user=user), token=token)
     context = ToolContext(user_id=user.pk, conversation_id=run.conversation_id, run_id=run.pk)

@@ -27,6 +27,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from conversations.history import traces
 from conversations.models import Message, Run, RunEvent
@@ -37,26 +39,28 @@ from engine import ChatMessage
 HANDOVER_CHANNEL = "handover"
 MAX_HANDOVERS = 3
 
-HANDED_OVER = (
+# In English (gettext_noop); translated where they are said: the run's status, its error.
+HANDED_OVER = gettext_noop(
     "The worker writing this answer restarted; another worker goes on from its last completed step."
 )
-SERVER_RESTARTED = (
+SERVER_RESTARTED = gettext_noop(
     "Stopped: the server restarted while this answer was being written. What it had "
     "written is kept; press Retry to answer again."
 )
-WORKER_RESTARTED_IN_TOOL = (
+WORKER_RESTARTED_IN_TOOL = gettext_noop(
     "Stopped: the worker writing this answer restarted while a tool was running, which may "
     "have done part of its work, so it was not run again elsewhere. What was written is "
     "kept; press Retry to answer again."
 )
-WORKER_RESTARTED_IN_PLAN = (
+WORKER_RESTARTED_IN_PLAN = gettext_noop(
     "Stopped: the worker writing this answer restarted after the plan's steps had begun, "
     "and a plan cannot go on elsewhere. What was written is kept; press Retry to answer again."
 )
-WORKER_RESTARTED_AGAIN = (
-    f"Stopped: the workers writing this answer restarted {MAX_HANDOVERS} times. What was "
+_RESTARTED_AGAIN = gettext_noop(
+    "Stopped: the workers writing this answer restarted %(count)d times. What was "
     "written is kept; press Retry to answer again."
 )
+WORKER_RESTARTED_AGAIN = _RESTARTED_AGAIN % {"count": MAX_HANDOVERS}
 
 
 def refusal(*, react: bool, tool_cut: bool, steps_begun: bool, handovers: int) -> str | None:
@@ -65,13 +69,13 @@ def refusal(*, react: bool, tool_cut: bool, steps_begun: bool, handovers: int) -
     ``tool_cut``: a tool call was under way when it stopped; ``steps_begun``: it had
     called a tool or begun a plan's steps; ``handovers``: how often it was handed back."""
     if settings.AGENTSITE_EXECUTION != "celery":
-        return SERVER_RESTARTED
+        return _(SERVER_RESTARTED)
     if tool_cut:
-        return WORKER_RESTARTED_IN_TOOL
+        return _(WORKER_RESTARTED_IN_TOOL)
     if steps_begun and not react:
-        return WORKER_RESTARTED_IN_PLAN
+        return _(WORKER_RESTARTED_IN_PLAN)
     if handovers >= MAX_HANDOVERS:
-        return WORKER_RESTARTED_AGAIN
+        return _(_RESTARTED_AGAIN) % {"count": MAX_HANDOVERS}
     return None
 
 

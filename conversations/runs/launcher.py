@@ -15,6 +15,7 @@ import time
 
 from celery import current_app
 from django.conf import settings
+from django.utils.translation import gettext as _
 from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import RedisError
 
@@ -49,14 +50,14 @@ def launch(run_id: int) -> bool:
             current_app.send_task(RUN_AGENT_TASK, args=(run_id,))
         except QUEUE_OUTAGES as exc:
             queue_unreachable.failed(exc, doing=f"queueing run {run_id}")
-            lifecycle.run_fail_unstarted(run_id, lifecycle.QUEUE_UNREACHABLE)
+            lifecycle.run_fail_unstarted(run_id, _(lifecycle.QUEUE_UNREACHABLE))
             return False
         queue_unreachable.recovered()
         return True
     runs = runtime.primary_or_none()
     if runs is None:  # embedded mode in a process that serves nothing (a command)
         logger.warning("run %s not started: this process has no runtime", run_id)
-        lifecycle.run_fail_unstarted(run_id, lifecycle.NO_RUN_LOOP)
+        lifecycle.run_fail_unstarted(run_id, _(lifecycle.NO_RUN_LOOP))
         return False
     runs.loop.call_soon_threadsafe(runs.get(RunTasks).start, run_id)
     return True

@@ -14,6 +14,8 @@ from django.db import connection, transaction
 from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from conversations.history.numbering import (
     last_event_seq_of,
@@ -43,28 +45,31 @@ logger = logging.getLogger(__name__)
 # started has no owner (its process died), and is reported at once.
 PROCESS_STARTED = timezone.now()
 
-INTERRUPTED = (
+# In English (gettext_noop): each is translated where it becomes a run's error.
+INTERRUPTED = gettext_noop(
     "The run was interrupted: the process writing it stopped responding (a restart or a "
     "crash). What it had written is kept; press Retry to answer again."
 )
-RESTARTED_BEFORE_START = (
+RESTARTED_BEFORE_START = gettext_noop(
     "The answer never started: the server restarted before it began. "
     "Your message is saved; press Retry."
 )
-COULD_NOT_START = "The run could not start because of an internal error. Send the message again."
-DATABASE_DOWN_AT_START = (
+COULD_NOT_START = gettext_noop(
+    "The run could not start because of an internal error. Send the message again."
+)
+DATABASE_DOWN_AT_START = gettext_noop(
     "The answer could not start: the database was not answering. "
     "Your message is saved; press Retry in a moment."
 )
-DISK_FULL_AT_START = (
+DISK_FULL_AT_START = gettext_noop(
     "The answer could not start: the server's disk is full. Your message is saved; "
     "press Retry once an administrator has freed space."
 )
-NO_RUN_LOOP = (
+NO_RUN_LOOP = gettext_noop(
     "The answer could not be started: this process (a command or script, not the server) "
     "executes no runs. Your message is saved; press Retry in the chat."
 )
-QUEUE_UNREACHABLE = (
+QUEUE_UNREACHABLE = gettext_noop(
     "The answer could not be started: the task queue is not answering. "
     "Your message is saved; press Retry in a moment."
 )
@@ -73,31 +78,31 @@ QUEUE_UNREACHABLE = (
 def never_taken() -> str:
     """Why a queued run no worker took within the stale period failed."""
     if settings.AGENTSITE_EXECUTION == "embedded":
-        return RESTARTED_BEFORE_START
+        return _(RESTARTED_BEFORE_START)
     waited = duration_words(stale_heartbeat().total_seconds())
-    return (
-        f"The answer never started: no worker took it within {waited} (the workers are "
+    return _(
+        "The answer never started: no worker took it within %(waited)s (the workers are "
         "stopped or all busy). Your message is saved; press Retry."
-    )
+    ) % {"waited": waited}
 
 
 def never_taken_over() -> str:
     """Why a run handed back by a stopping worker (runs/handover.py) and taken by no other
     within the stale period failed."""
     waited = duration_words(stale_heartbeat().total_seconds())
-    return (
+    return _(
         "The worker writing this answer restarted and no other worker took it over within "
-        f"{waited}. Your message is saved; press Retry."
-    )
+        "%(waited)s. Your message is saved; press Retry."
+    ) % {"waited": waited}
 
 
 def start_failure(error: BaseException) -> str:
     """What the user is told when a run's start failed with ``error``."""
     if is_disk_full(error):
-        return DISK_FULL_AT_START
+        return _(DISK_FULL_AT_START)
     if isinstance(error, DATABASE_OUTAGES):
-        return DATABASE_DOWN_AT_START
-    return COULD_NOT_START
+        return _(DATABASE_DOWN_AT_START)
+    return _(COULD_NOT_START)
 
 
 class RunSwept(Exception):
@@ -337,7 +342,9 @@ def run_create_followup(*, run: Run, message_ids: list[int]) -> Run | None:
 
 def run_fail_unstarted(run_id: int, reason: str = COULD_NOT_START) -> None:
     """A run whose start failed: failed with ``reason``, its waiting follow-ups released
-    and reported, never left queued or running."""
+    and reported, never left queued or running. ``reason``: one of this module's
+    sentences (translated here) or a sentence already translated."""
+    reason = _(reason)
     updated = Run.objects.filter(pk=run_id, status__in=Run.ACTIVE_STATUSES).update(
         status=Run.Status.FAILED, error=reason, finished_at=timezone.now()
     )
@@ -392,7 +399,7 @@ def run_sweep_stale(
     handed = ExpressionWrapper(Q(resume_trace__isnull=False), output_field=BooleanField())
     for run_id, status, handed_back in stale.values_list("pk", "status", handed):
         if status == Run.Status.RUNNING:
-            reason = INTERRUPTED
+            reason = _(INTERRUPTED)
         else:
             reason = never_taken_over() if handed_back else never_taken()
         updated = Run.objects.filter(pk=run_id, status=status).update(

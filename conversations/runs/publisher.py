@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 
 from channels.layers import get_channel_layer
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from conversations.history.numbering import (
     last_event_seq,
@@ -420,6 +421,6 @@ def publish_interrupted(
         for iteration, tool_name in progress.unfinished_calls()
     ]
     events.append(
-        ErrorEvent(run.error or "The run was interrupted.", "failed", progress.answer_text)
+        ErrorEvent(run.error or _("The run was interrupted."), "failed", progress.answer_text)
     )
     publish_events_sync(run=run, events=[*events, *after])

@@ -16,6 +16,7 @@ from typing import Any
 from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 from django.utils.text import slugify
+from django.utils.translation import gettext as _
 
 from audit.services import Client, record
 from conversations import selectors
@@ -230,7 +231,7 @@ def export_document(
         filename = export_filename(conversation, "json")
     else:
         raise ApplicationError(
-            "Choose the format markdown or json.", extra={"format": ["markdown or json"]}
+            _("Choose the format markdown or json."), extra={"format": [_("markdown or json")]}
         )
     record(
         "conversation.exported",
@@ -251,22 +252,35 @@ def _fence(text: str, info: str = "") -> str:
 
 def _card_markdown(card: ToolCard) -> str:
     args = json.dumps(card.tool_args, ensure_ascii=False, indent=2, sort_keys=True)
-    parts = [f"**Tool call:** `{card.tool_name}`", _fence(args, "json")]
+    parts = [f"**{_('Tool call:')}** `{card.tool_name}`", _fence(args, "json")]
     if card.error:
-        parts.append("Error:\n\n" + _fence(card.error[:MARKDOWN_RESULT_PREVIEW_CHARS], "text"))
+        parts.append(
+            _("Error:") + "\n\n" + _fence(card.error[:MARKDOWN_RESULT_PREVIEW_CHARS], "text")
+        )
     if card.observation:
         preview = card.observation[:MARKDOWN_RESULT_PREVIEW_CHARS]
         if len(card.observation) > MARKDOWN_RESULT_PREVIEW_CHARS:
             preview += "…"
-        parts.append("Result:\n\n" + _fence(preview, "text"))
+        parts.append(_("Result:") + "\n\n" + _fence(preview, "text"))
     return "\n\n".join(parts)
 
 
-_ENDINGS = {
-    Run.Status.FAILED: "The run failed",
-    Run.Status.CANCELLED: "The run was stopped",
-    Run.Status.INCOMPLETE: "The answer is incomplete",
-}
+_ENDINGS = (Run.Status.FAILED, Run.Status.CANCELLED, Run.Status.INCOMPLETE)
+
+
+def _ending(run: Run) -> str:
+    """How a run that did not succeed ended, with its error when it has one."""
+    if run.error:
+        if run.status == Run.Status.FAILED:
+            return _("The run failed: %(error)s") % {"error": run.error}
+        if run.status == Run.Status.CANCELLED:
+            return _("The run was stopped: %(error)s") % {"error": run.error}
+        return _("The answer is incomplete: %(error)s") % {"error": run.error}
+    if run.status == Run.Status.FAILED:
+        return _("The run failed.")
+    if run.status == Run.Status.CANCELLED:
+        return _("The run was stopped.")
+    return _("The answer is incomplete.")
 
 
 def _sources(cards) -> str:
@@ -275,7 +289,7 @@ def _sources(cards) -> str:
     if not found:
         return ""
     lines = "\n".join(f"[{source['number']}] {source['where']}  " for source in found)
-    return f"\n\n**Sources**\n\n{lines}"
+    return f"\n\n**{_('Sources')}**\n\n{lines}"
 
 
 def export_markdown(*, conversation: Conversation) -> str:
@@ -284,7 +298,8 @@ def export_markdown(*, conversation: Conversation) -> str:
     branch = branch_load(conversation)
     runs = {run.pk: run for run in branch.runs}
     cards = run_cards(list(runs))
-    blocks = [f"# {conversation.title or f'Conversation {conversation.pk}'}"]
+    title = conversation.title or _("Conversation %(id)s") % {"id": conversation.pk}
+    blocks = [f"# {title}"]
     with_cards: set[int] = set()
     finished: set[int] = set()
 
@@ -300,8 +315,7 @@ def export_markdown(*, conversation: Conversation) -> str:
         add_cards(run_id)
         run = runs[run_id]
         if run.status in _ENDINGS:
-            reason = f": {run.error}" if run.error else "."
-            blocks.append(f"*{_ENDINGS[run.status]}{reason}*")
+            blocks.append(f"*{_ending(run)}*")
 
     previous: int | None = None
     for message in branch.messages:
@@ -310,10 +324,15 @@ def export_markdown(*, conversation: Conversation) -> str:
             finish(previous)
         if message.role == Message.Role.ASSISTANT:
             add_cards(carrier)
-            blocks.append(f"## Assistant\n\n{message.content}{_sources(cards.get(carrier, ()))}")
+            sources = _sources(cards.get(carrier, ()))
+            blocks.append(f"## {_('Assistant')}\n\n{message.content}{sources}")
         else:
             attached = "".join(
-                f"\n\n*Attached: {f['name']} ({filesizeformat(f['size'])})*"
+                "\n\n*%s*"
+                % (
+                    _("Attached: %(name)s (%(size)s)")
+                    % {"name": f["name"], "size": filesizeformat(f["size"])}
+                )
                 for f in _file_references(message)
             )
             blocks.append(f"## {_role_label(message)}\n\n{message.content}{attached}")
@@ -326,5 +345,5 @@ def export_markdown(*, conversation: Conversation) -> str:
 
 def _role_label(message: Message) -> str:
     if message.role == Message.Role.SYSTEM:
-        return "System"
-    return "User (follow-up)" if message.kind == Message.Kind.INJECT else "User"
+        return _("System")
+    return _("User (follow-up)") if message.kind == Message.Kind.INJECT else _("User")

@@ -17,6 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from audit.services import Client, record
 from conversations.models import Conversation, Message, Run
@@ -41,33 +42,42 @@ def _refuse(message: str, code: str = "invalid") -> ApplicationError:
 def _parse(raw: bytes) -> dict[str, Any]:
     limit = import_max_bytes()
     if len(raw) > limit:
-        raise _refuse(f"The file is too large (the limit is {limit:,} bytes).", "too_large")
+        message = _("The file is too large (the limit is %(limit)s bytes).") % {
+            "limit": f"{limit:,}"
+        }
+        raise _refuse(message, "too_large")
     try:
         data = loads_storable(raw)
     except UnstorableJSON as exc:
-        raise _refuse(_FILE_REFUSALS[exc.reason]) from None
+        raise _refuse(_file_refusal(exc.reason)) from None
     if not isinstance(data, dict):
-        raise _refuse("The file is not a conversation export (expected a JSON object).")
+        raise _refuse(_("The file is not a conversation export (expected a JSON object)."))
     if data.get("format") != EXPORT_FORMAT:
         raise _refuse(
-            f"The file is not an agentsite conversation export (its format is "
-            f"{str(data.get('format'))[:60]!r}, expected {EXPORT_FORMAT!r})."
+            _(
+                "The file is not an agentsite conversation export (its format is "
+                "%(format)s, expected %(expected)s)."
+            )
+            % {"format": repr(str(data.get("format"))[:60]), "expected": repr(EXPORT_FORMAT)}
         )
     version = data.get("version")
     if version != EXPORT_VERSION or isinstance(version, bool):
         raise _refuse(
-            f"Export version {json.dumps(version)[:20]} is not supported: this site reads "
-            f"version {EXPORT_VERSION}."
+            _("Export version %(version)s is not supported: this site reads version %(supported)s.")
+            % {"version": json.dumps(version)[:20], "supported": EXPORT_VERSION}
         )
     return data
 
 
-_FILE_REFUSALS = {
-    "invalid": "The file is not JSON: choose a JSON export of a conversation.",
-    "too_deep": f"The file is nested deeper than {MAX_DEPTH} levels.",
-    "surrogate": "The file holds text that is not valid Unicode.",
-    "number": "The file holds a number too large to store (such as 1e999).",
-}
+def _file_refusal(reason: str) -> str:
+    """Why the file is not storable JSON, in the language of the request."""
+    if reason == "invalid":
+        return _("The file is not JSON: choose a JSON export of a conversation.")
+    if reason == "too_deep":
+        return _("The file is nested deeper than %(depth)s levels.") % {"depth": MAX_DEPTH}
+    if reason == "surrogate":
+        return _("The file holds text that is not valid Unicode.")
+    return _("The file holds a number too large to store (such as 1e999).")
 
 
 _TOP_FIELDS = {"format", "version", "scope", "exported_at", "conversation", "messages", "runs"}
@@ -90,13 +100,19 @@ class _Reader:
 
     def __init__(self, value: Any, where: str, allowed: set[str], required: set[str]) -> None:
         if not isinstance(value, dict):
-            raise _refuse(f"{where} must be an object.")
+            raise _refuse(_("%(where)s must be an object.") % {"where": where})
         unknown = sorted(set(value) - allowed)
         if unknown:
-            raise _refuse(f"{where} has unknown field(s): {', '.join(unknown)[:200]}.")
+            raise _refuse(
+                _("%(where)s has unknown field(s): %(names)s.")
+                % {"where": where, "names": ", ".join(unknown)[:200]}
+            )
         missing = sorted(required - set(value))
         if missing:
-            raise _refuse(f"{where} lacks the field(s): {', '.join(missing)}.")
+            raise _refuse(
+                _("%(where)s lacks the field(s): %(names)s.")
+                % {"where": where, "names": ", ".join(missing)}
+            )
         self.value, self.where = value, where
 
     def get(self, name: str, types: tuple[type, ...], default: Any = None) -> Any:
@@ -105,7 +121,9 @@ class _Reader:
             return None
         bad_bool = isinstance(value, bool) and bool not in types
         if bad_bool or not isinstance(value, tuple(t for t in types if t is not None)):
-            raise _refuse(f"{self.where}: '{name}' has the wrong type.")
+            raise _refuse(
+                _("%(where)s: '%(name)s' has the wrong type.") % {"where": self.where, "name": name}
+            )
         return value
 
     def whole(
@@ -113,15 +131,25 @@ class _Reader:
     ) -> int | None:
         value = self.get(name, (int, None) if nullable else (int,), default)
         if value is not None and not 0 <= value <= maximum:
-            raise _refuse(f"{self.where}: '{name}' is out of range.")
+            raise _refuse(
+                _("%(where)s: '%(name)s' is out of range.") % {"where": self.where, "name": name}
+            )
         return value
 
     def text(self, name: str, max_chars: int, default: str = "") -> str:
         value = self.get(name, (str,), default)
         if len(value) > max_chars:
             raise _refuse(
-                f"{self.where}: '{name}' is too long ({len(value):,} characters; the limit "
-                f"is {max_chars:,}).",
+                _(
+                    "%(where)s: '%(name)s' is too long (%(count)s characters; the limit "
+                    "is %(limit)s)."
+                )
+                % {
+                    "where": self.where,
+                    "name": name,
+                    "count": f"{len(value):,}",
+                    "limit": f"{max_chars:,}",
+                },
                 "too_large",
             )
         return value
@@ -129,7 +157,10 @@ class _Reader:
     def choice(self, name: str, choices: list[str]) -> str:
         value = self.get(name, (str,))
         if value not in choices:
-            raise _refuse(f"{self.where}: '{name}' must be one of {', '.join(choices)}.")
+            raise _refuse(
+                _("%(where)s: '%(name)s' must be one of %(choices)s.")
+                % {"where": self.where, "name": name, "choices": ", ".join(choices)}
+            )
         return value
 
 
@@ -143,17 +174,20 @@ class _Plan:
 
 
 def _plan(data: dict[str, Any]) -> _Plan:
-    top = _Reader(data, "The file", _TOP_FIELDS, {"format", "version", "messages", "runs"})
+    top = _Reader(data, _("The file"), _TOP_FIELDS, {"format", "version", "messages", "runs"})
     conversation = top.get("conversation", (dict,), {})
     title = conversation.get("title", "")
     if not isinstance(title, str):
-        raise _refuse("The conversation's title must be text.")
+        raise _refuse(_("The conversation's title must be text."))
     max_chars = message_max_chars()
     _check_counts(top.get("messages", (list,)), top.get("runs", (list,)))
     messages: list[dict[str, Any]] = []
     for index, value in enumerate(top.get("messages", (list,))):
         item = _Reader(
-            value, f"Message {index + 1}", _MESSAGE_FIELDS, {"id", "seq", "role", "content"}
+            value,
+            _("Message %(n)s") % {"n": index + 1},
+            _MESSAGE_FIELDS,
+            {"id", "seq", "role", "content"},
         )
         messages.append(
             {
@@ -173,7 +207,7 @@ def _plan(data: dict[str, Any]) -> _Plan:
         )
     runs: list[dict[str, Any]] = []
     for index, value in enumerate(top.get("runs", (list,))):
-        item = _Reader(value, f"Run {index + 1}", _RUN_FIELDS, {"id", "status"})
+        item = _Reader(value, _("Run %(n)s") % {"n": index + 1}, _RUN_FIELDS, {"id", "status"})
         elapsed = item.get("elapsed", (int, float, None))
         runs.append(
             {
@@ -197,40 +231,53 @@ def _plan(data: dict[str, Any]) -> _Plan:
 def _check_counts(messages: list[Any], runs: list[Any]) -> None:
     """One import is bounded: its rows are written in one transaction, which holds the
     database's write lock (SQLite: every other writer waits) while it lasts."""
-    for rows, limit, what in (
-        (messages, settings.AGENTSITE_IMPORT_MAX_MESSAGES, "messages"),
-        (runs, settings.AGENTSITE_IMPORT_MAX_RUNS, "runs"),
+    for rows, limit, refusal in (
+        (
+            messages,
+            settings.AGENTSITE_IMPORT_MAX_MESSAGES,
+            _("The file holds %(count)s messages; an import takes at most %(limit)s messages."),
+        ),
+        (
+            runs,
+            settings.AGENTSITE_IMPORT_MAX_RUNS,
+            _("The file holds %(count)s runs; an import takes at most %(limit)s runs."),
+        ),
     ):
         if len(rows) > limit:
-            raise _refuse(
-                f"The file holds {len(rows):,} {what}; an import takes at most {limit:,} {what}.",
-                "too_large",
-            )
+            raise _refuse(refusal % {"count": f"{len(rows):,}", "limit": f"{limit:,}"}, "too_large")
 
 
 def _check_links(messages: list[dict[str, Any]], runs: list[dict[str, Any]]) -> None:
     message_ids = [m["id"] for m in messages]
     run_ids = [r["id"] for r in runs]
     if len(set(message_ids)) != len(message_ids):
-        raise _refuse("Two messages of the file have the same id.")
+        raise _refuse(_("Two messages of the file have the same id."))
     if len({m["seq"] for m in messages}) != len(messages):
-        raise _refuse("Two messages of the file have the same number (seq).")
+        raise _refuse(_("Two messages of the file have the same number (seq)."))
     if len(set(run_ids)) != len(run_ids):
-        raise _refuse("Two runs of the file have the same id.")
+        raise _refuse(_("Two runs of the file have the same id."))
     known_runs, known_messages = set(run_ids), set(message_ids)
     for message in messages:
         if message["run_id"] is not None and message["run_id"] not in known_runs:
-            raise _refuse(f"Message {message['id']} names a run the file does not hold.")
+            raise _refuse(
+                _("Message %(id)s names a run the file does not hold.") % {"id": message["id"]}
+            )
     selected_parents: set[int | None] = set()
     for run in runs:
         if run["parent_id"] is not None and run["parent_id"] not in known_runs:
-            raise _refuse(f"Run {run['id']} continues a run the file does not hold.")
+            raise _refuse(
+                _("Run %(id)s continues a run the file does not hold.") % {"id": run["id"]}
+            )
         trigger = run["trigger_message_id"]
         if trigger is not None and trigger not in known_messages:
-            raise _refuse(f"Run {run['id']} answers a message the file does not hold.")
+            raise _refuse(
+                _("Run %(id)s answers a message the file does not hold.") % {"id": run["id"]}
+            )
         if run["selected"]:
             if run["parent_id"] in selected_parents:
-                raise _refuse(f"Two runs are selected at the fork of run {run['id']}.")
+                raise _refuse(
+                    _("Two runs are selected at the fork of run %(id)s.") % {"id": run["id"]}
+                )
             selected_parents.add(run["parent_id"])
 
 
@@ -246,7 +293,7 @@ def _ordered(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ordered.append(run)
         pending.extend(reversed(children.get(run["id"], [])))
     if len(ordered) != len(runs):
-        raise _refuse("The runs of the file do not form a tree (a run continues itself).")
+        raise _refuse(_("The runs of the file do not form a tree (a run continues itself)."))
     return ordered
 
 
@@ -254,7 +301,7 @@ def _run_row(conversation: Conversation, item: dict[str, Any], now: Any, earlier
     status, error = item["status"], item["error"]
     if status in Run.ACTIVE_STATUSES:  # exported mid-run: it never finished
         status = Run.Status.FAILED
-        error = error or "The run was still working when the conversation was exported."
+        error = error or _("The run was still working when the conversation was exported.")
     return Run(
         conversation=conversation,
         selected_at=now if item["selected"] else earlier,

@@ -25,6 +25,7 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from audit.services import Client, record
 from conversations.models import Conversation, Message, Run, SharedLink
@@ -57,11 +58,22 @@ SNAPSHOT_VERSION = 1
 OBSERVATION_MAX_CHARS = 20_000
 INLINE_MARKDOWN_BYTES = 512 * 1024
 
-_ENDINGS = {
-    Run.Status.FAILED: "The run failed",
-    Run.Status.CANCELLED: "The run was stopped",
-    Run.Status.INCOMPLETE: "The answer is incomplete",
-}
+_ENDINGS = (Run.Status.FAILED, Run.Status.CANCELLED, Run.Status.INCOMPLETE)
+
+
+def _ending(run: Run) -> str:
+    """How a run that did not succeed ended, with its error when it has one."""
+    if run.error:
+        if run.status == Run.Status.FAILED:
+            return _("The run failed: %(error)s") % {"error": run.error}
+        if run.status == Run.Status.CANCELLED:
+            return _("The run was stopped: %(error)s") % {"error": run.error}
+        return _("The answer is incomplete: %(error)s") % {"error": run.error}
+    if run.status == Run.Status.FAILED:
+        return _("The run failed.")
+    if run.status == Run.Status.CANCELLED:
+        return _("The run was stopped.")
+    return _("The answer is incomplete.")
 
 
 # ----------------------------------------------------------------------- services
@@ -181,7 +193,7 @@ def _items(
         run = runs[run_id]
         ending = ""
         if run.status in _ENDINGS:
-            ending = _ENDINGS[run.status] + (f": {run.error}" if run.error else ".")
+            ending = _ending(run)
         usage = run.usage or {}
         its_cards = cards.get(run_id, [])
         text = answer.content if answer is not None else ""
@@ -259,15 +271,15 @@ class _ByteBudget:
         """Set the entry's ``data`` (base64) or why it is ``omitted``."""
         entry["data"], entry["omitted"] = "", ""
         if size > self.each_max:
-            entry["omitted"] = "too large to share"
+            entry["omitted"] = _("too large to share")
         elif self.total + size > self.total_max:
-            entry["omitted"] = "over the size limit of a shared link"
+            entry["omitted"] = _("over the size limit of a shared link")
         else:
             try:
                 with open_file() as handle:
                     data = handle.read(self.each_max)
             except (OSError, ValueError):
-                entry["omitted"] = "the file is missing"
+                entry["omitted"] = _("the file is missing")
             else:
                 self.total += len(data)
                 entry["data"] = base64.b64encode(data).decode("ascii")

@@ -15,6 +15,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import content_disposition_header
+from django.utils.translation import gettext as _
 from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.http import require_GET, require_POST
 
@@ -62,7 +63,7 @@ def conversation_import(request: HttpRequest) -> HttpResponse:
     """A JSON export file becomes a new conversation of the user (or nothing, and why)."""
     upload = request.FILES.get("file")
     if upload is None:
-        flash.error(request, "Choose a JSON export file to import.")
+        flash.error(request, _("Choose a JSON export file to import."))
         return redirect("conversation_list")
     try:  # never more than the limit and a byte is read: the service refuses it
         raw = upload.read(importing.import_max_bytes() + 1)
@@ -70,9 +71,9 @@ def conversation_import(request: HttpRequest) -> HttpResponse:
             owner=request.user, raw=raw, client=client_of(request)
         )
     except ApplicationError as exc:
-        flash.error(request, f"Nothing was imported: {exc.message}")
+        flash.error(request, _("Nothing was imported: %(reason)s") % {"reason": exc.message})
         return redirect("conversation_list")
-    flash.success(request, f"Imported “{conversation}”.")
+    flash.success(request, _("Imported “%(title)s”.") % {"title": conversation})
     return redirect("conversation_detail", conversation_id=conversation.pk)
 
 
@@ -88,7 +89,7 @@ def conversation_share(request: HttpRequest, conversation_id: int) -> HttpRespon
         include_files=request.POST.get("include_files") in ("1", "on", "true"),
         client=client_of(request),
     )
-    flash.success(request, f"Shared link created for “{share}”.")
+    flash.success(request, _("Shared link created for “%(title)s”.") % {"title": share})
     return redirect(reverse("share_list") + f"#share-{share.pk}")
 
 
@@ -108,7 +109,10 @@ def share_revoke(request: HttpRequest, share_id: int) -> HttpResponse:
         actor=request.user,
         client=client_of(request),
     )
-    flash.success(request, f"The link to “{share}” is revoked: it now answers “not found”.")
+    flash.success(
+        request,
+        _("The link to “%(title)s” is revoked: it now answers “not found”.") % {"title": share},
+    )
     return redirect("share_list")
 
 

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from django.utils.translation import gettext as _
+
 from core.errors import ApplicationError
 
 if TYPE_CHECKING:
@@ -81,7 +83,9 @@ def get_backend(kind: str) -> ModuleType:
     except KeyError:
         known = ", ".join(sorted(PROVIDER_KINDS))
         raise ApplicationError(
-            f"Unknown provider kind {kind!r} (known: {known}).", code="unknown_provider_kind"
+            _("Unknown provider kind %(kind)s (known: %(known)s).")
+            % {"kind": repr(kind), "known": known},
+            code="unknown_provider_kind",
         ) from None
     return importlib.import_module(path)
 

@@ -14,6 +14,9 @@ import contextlib
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
 from engine.llm.base import ChatDelta, ChatResponse, LLMError
 from engine.llm.openai import OpenAICompatibleLLM
 from llms.connections import RuntimeConnections
@@ -22,7 +25,7 @@ from llms.providers import ModelRow, ProviderRow
 
 __all__ = ["DEFAULT_MAX_TOKENS", "LABEL", "PLACEHOLDER_BASE_URL", "LocalServerLLM", "build_llm"]
 
-LABEL = "Local model (bundled llama.cpp server)"
+LABEL = gettext_lazy("Local model (bundled llama.cpp server)")
 # What the provider row stores; the real URL is known once the server runs.
 PLACEHOLDER_BASE_URL = "http://127.0.0.1/v1"
 DEFAULT_MAX_RETRIES = 1
@@ -48,7 +51,9 @@ class LocalServerLLM(OpenAICompatibleLLM):
         try:
             info = await asyncio.to_thread(self.server.ensure)
         except LocalModelError as exc:
-            raise LLMError(f"The local model is not available: {exc}") from None
+            raise LLMError(
+                _("The local model is not available: %(reason)s") % {"reason": exc}
+            ) from None
         if info.api_key != self._api_key and self._client is not None:
             await self.aclose()  # the key is baked into the client's headers
         self.base_url = info.base_url

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.debug import sensitive_variables
 
 from engine.llm.openai import OpenAICompatibleLLM
 from llms.connections import RuntimeConnections
 from llms.providers import ModelRow, ProviderRow
 
-LABEL = "OpenAI-compatible"
+LABEL = _("OpenAI-compatible")
 DEFAULT_MAX_RETRIES = 3
 
 

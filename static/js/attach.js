@@ -52,12 +52,12 @@
     name.textContent = file.name;
     const size = document.createElement("span");
     size.className = "file-size";
-    size.textContent = "uploading…";
+    size.textContent = gettext("uploading…");
     const remove = document.createElement("button");
     remove.type = "button";
     remove.className = "remove-file link";
     remove.textContent = "×";
-    remove.setAttribute("aria-label", "Remove " + file.name);
+    remove.setAttribute("aria-label", interpolate(gettext("Remove %(name)s"), { name: file.name }, true));
     item.append(name, " ", size, remove);
     form.querySelector(".composer-files").append(item);
     return { item: item, size: size };
@@ -76,7 +76,7 @@
         return response.json().then(function (data) { return { ok: response.ok, data: data }; });
       })
       .then(function (answer) {
-        if (!answer.ok) throw new Error(answer.data.error || "The file could not be uploaded.");
+        if (!answer.ok) throw new Error(answer.data.error || gettext("The file could not be uploaded."));
         const input = document.createElement("input");
         input.type = "hidden";
         input.name = "files";
@@ -87,7 +87,7 @@
       })
       .catch(function (error) {
         shown.item.remove();
-        say(file.name + ": " + error.message);
+        say(interpolate(gettext("%(name)s: %(reason)s"), { name: file.name, reason: error.message }, true));
       })
       .finally(function () {
         form.dataset.uploading = String(Math.max(0, Number(form.dataset.uploading) - 1));
@@ -154,7 +154,7 @@
     if (form instanceof HTMLFormElement && form.classList.contains("composer")
         && Number(form.dataset.uploading || 0) > 0) {
       event.preventDefault();
-      say("Wait until the files have uploaded, then send.");
+      say(gettext("Wait until the files have uploaded, then send."));
     }
   }, true);
   document.addEventListener("htmx:confirm", function (event) {
@@ -162,7 +162,7 @@
     if (form instanceof HTMLFormElement && form.classList.contains("composer")
         && Number(form.dataset.uploading || 0) > 0) {
       event.preventDefault();
-      say("Wait until the files have uploaded, then send.");
+      say(gettext("Wait until the files have uploaded, then send."));
     }
   });
 

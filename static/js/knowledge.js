@@ -17,12 +17,17 @@
     if (status) status.textContent = text;
   }
 
+  // A count as people read it in the page's language.
+  function count(n) {
+    return n.toLocaleString(document.documentElement.lang || undefined);
+  }
+
   // An answer of the page's own: 200 (added) or 422 (refused, the reason in it).
   const FRAGMENT_STATUSES = [200, 422];
 
-  function refused(form, file, reason) {
+  function refused(form, text) {
     const item = document.createElement("li");
-    item.textContent = file.name + ": " + reason;
+    item.textContent = text;
     form.querySelector("#upload-errors").append(item);
   }
 
@@ -46,11 +51,14 @@
       });
       html = await response.text();
     } catch (error) {
-      refused(form, file, "the upload was interrupted; try again.");
+      refused(form, interpolate(gettext("%(name)s: the upload was interrupted; try again."),
+        { name: file.name }, true));
       return false;
     }
     if (!FRAGMENT_STATUSES.includes(response.status)) {
-      refused(form, file, "the upload failed (HTTP " + response.status + "); reload the page and try again.");
+      refused(form, interpolate(
+        gettext("%(name)s: the upload failed (HTTP %(status)s); reload the page and try again."),
+        { name: file.name, status: response.status }, true));
       return false;
     }
     window.htmx.swap("#documents", html, { swapStyle: "outerHTML" });
@@ -61,7 +69,7 @@
     if (form.dataset.uploading === "1") return;
     const list = Array.from(files);
     if (!list.length) {
-      say(form, "Choose one or more files first.");
+      say(form, gettext("Choose one or more files first."));
       return;
     }
     form.dataset.uploading = "1";
@@ -71,10 +79,13 @@
     let added = 0;
     try {
       for (let n = 0; n < list.length; n++) {
-        say(form, "Uploading " + (n + 1) + " of " + list.length + ": " + list[n].name + "…");
+        say(form, interpolate(gettext("Uploading %(n)s of %(total)s: %(name)s…"),
+          { n: count(n + 1), total: count(list.length), name: list[n].name }, true));
         if (await sendOne(form, list[n])) added += 1;
       }
-      say(form, "Added " + added + " of " + list.length + " file" + (list.length === 1 ? "" : "s") + ".");
+      say(form, interpolate(
+        ngettext("Added %(added)s of %(total)s file.", "Added %(added)s of %(total)s files.", list.length),
+        { added: count(added), total: count(list.length) }, true));
     } finally {
       form.reset();
       if (button) button.disabled = false;

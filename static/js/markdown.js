@@ -191,8 +191,11 @@
       const button = document.createElement("button");
       button.type = "button";
       button.className = "copy-code";
-      button.title = "Copy the code";
-      button.setAttribute("aria-label", "Copy the code");
+      button.title = gettext("Copy the code");
+      button.setAttribute("aria-label", gettext("Copy the code"));
+      // The visible label is CSS content (the answer's text stays the answer's).
+      button.dataset.label = gettext("Copy");
+      button.dataset.copiedLabel = gettext("Copied");
       pre.replaceWith(block);
       block.append(button, pre);
       if (lang && lang !== "mermaid") {
@@ -280,7 +283,7 @@
     let img = entry.img;
     if (!img || img.isConnected) {
       img = document.createElement("img");
-      img.alt = "Diagram";
+      img.alt = gettext("Diagram");
       img.src = entry.result.src;
       img.width = entry.result.width;
       img.height = entry.result.height;

@@ -39,6 +39,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 import jsonschema
+from django.utils.translation import gettext as _
 
 from engine import Tool, ToolResult
 from tools.builtin.web_fetch import truncate
@@ -226,7 +227,11 @@ def _endpoint_tool(
     def needs_approval(arguments: dict[str, Any]) -> str | None:
         if not call_needs_confirmation(endpoint, arguments):
             return None
-        return f"It sends {method} {template} with your administrator's credentials."
+        # Shown to the user on the approval card (never sent to the model).
+        return _("It sends %(method)s %(url)s with your administrator's credentials.") % {
+            "method": method,
+            "url": template,
+        }
 
     return Tool(
         name=name,
@@ -236,6 +241,10 @@ def _endpoint_tool(
         timeout=timeout + 5,
         confirm_if=needs_approval,
     )
+
+
+def _unavailable(config: dict[str, Any]) -> str:
+    return "" if config.get("endpoints") else _("no endpoint is configured")
 
 
 def build(config: dict[str, Any], context: ToolContext) -> list[Tool]:
@@ -280,7 +289,7 @@ SPEC = register(
         name="http_request",
         description="Admin-defined HTTP endpoints exposed as tools (one tool per endpoint).",
         build=build,
-        unavailable=lambda config: "" if config.get("endpoints") else "no endpoint is configured",
+        unavailable=_unavailable,
         config_schema={
             "type": "object",
             "properties": {

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext as _
+
 from engine import Tool, ToolResult
 from tools.registry import ToolContext, ToolSpec, register
 from tools.search import BACKENDS, SearchError, get_backend
@@ -48,7 +50,7 @@ def unavailable(config: dict[str, Any]) -> str:
     """What the admin must set before searches can work ("" when nothing)."""
     name = str(config.get("backend") or "").strip()
     if not name:
-        return "no search backend is chosen"
+        return _("no search backend is chosen")
     try:
         return get_backend(name, config).missing_configuration() or ""
     except SearchError as exc:

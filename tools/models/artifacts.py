@@ -13,6 +13,7 @@ from django.db import models
 from django.db.models.signals import post_delete
 from django.dispatch import receiver
 from django.utils.text import get_valid_filename
+from django.utils.translation import gettext_lazy as _
 
 __all__ = ["INLINE_IMAGE_TYPES", "Artifact", "artifact_upload_to"]
 
@@ -30,23 +31,31 @@ def artifact_upload_to(instance: Artifact, filename: str) -> str:
 
 class Artifact(models.Model):
     conversation = models.ForeignKey(
-        "conversations.Conversation", on_delete=models.CASCADE, related_name="artifacts"
+        "conversations.Conversation",
+        verbose_name=_("conversation"),
+        on_delete=models.CASCADE,
+        related_name="artifacts",
     )
     run = models.ForeignKey(
         "conversations.Run",
+        verbose_name=_("run"),
         null=True,
         blank=True,
         on_delete=models.SET_NULL,
         related_name="artifacts",
     )
-    tool_name = models.CharField(max_length=128, blank=True)
-    name = models.CharField(max_length=255)
-    mime_type = models.CharField(max_length=127, default="application/octet-stream")
-    size = models.PositiveBigIntegerField(default=0)
-    file = models.FileField(upload_to=artifact_upload_to, max_length=500)
-    created_at = models.DateTimeField(auto_now_add=True)
+    tool_name = models.CharField(verbose_name=_("tool name"), max_length=128, blank=True)
+    name = models.CharField(verbose_name=_("name"), max_length=255)
+    mime_type = models.CharField(
+        verbose_name=_("mime type"), max_length=127, default="application/octet-stream"
+    )
+    size = models.PositiveBigIntegerField(verbose_name=_("size"), default=0)
+    file = models.FileField(verbose_name=_("file"), upload_to=artifact_upload_to, max_length=500)
+    created_at = models.DateTimeField(verbose_name=_("created at"), auto_now_add=True)
 
     class Meta:
+        verbose_name = _("artifact")
+        verbose_name_plural = _("artifacts")
         ordering = ["created_at", "id"]
         indexes = [models.Index(fields=["run", "created_at"])]
 

@@ -15,6 +15,8 @@ import jsonschema
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from core.crypto import EncryptedTextField
 from tools.registry import ToolSpec, get_spec
@@ -42,36 +44,52 @@ def config_schema_errors(spec: ToolSpec, config: dict[str, Any]) -> list[str]:
         where = "/".join(str(p) for p in error.absolute_path)
         message = error.message
         if where in secret_keys(spec):
-            message = "invalid value (hidden: it is a secret)"  # never echo a secret back
+            message = gettext("invalid value (hidden: it is a secret)")  # never echo a secret back
         messages.append(f"{where}: {message}" if where else message)
     return messages
 
 
 class ToolConfig(models.Model):
-    name = models.CharField(max_length=100, unique=True, help_text="The registered tool's name.")
-    enabled = models.BooleanField(default=True)
+    name = models.CharField(
+        verbose_name=_("name"),
+        max_length=100,
+        unique=True,
+        help_text=_("The registered tool's name."),
+    )
+    enabled = models.BooleanField(verbose_name=_("enabled"), default=True)
     description_override = models.TextField(
-        blank=True, help_text="Replaces the description the model sees; empty = the tool's own."
+        verbose_name=_("description override"),
+        blank=True,
+        help_text=_("Replaces the description the model sees; empty = the tool's own."),
     )
     config = models.JSONField(
-        default=dict, blank=True, help_text="Settings, validated against the tool's schema."
+        verbose_name=_("config"),
+        default=dict,
+        blank=True,
+        help_text=_("Settings, validated against the tool's schema."),
     )
-    secrets = EncryptedTextField(blank=True, help_text="Encrypted JSON of the secret settings.")
+    secrets = EncryptedTextField(
+        verbose_name=_("secrets"), blank=True, help_text=_("Encrypted JSON of the secret settings.")
+    )
     allowed_groups = models.ManyToManyField(
         Group,
+        verbose_name=_("allowed groups"),
         blank=True,
         related_name="tool_configs",
-        help_text="Only members of these groups may use the tool; none selected = everyone.",
+        help_text=_("Only members of these groups may use the tool; none selected = everyone."),
     )
     requires_confirmation = models.BooleanField(
-        default=False, help_text="The user must confirm each call before the tool runs."
+        verbose_name=_("requires confirmation"),
+        default=False,
+        help_text=_("The user must confirm each call before the tool runs."),
     )
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    created_at = models.DateTimeField(verbose_name=_("created at"), auto_now_add=True)
+    updated_at = models.DateTimeField(verbose_name=_("updated at"), auto_now=True)
 
     class Meta:
+        verbose_name_plural = _("tools")
         ordering = ["name"]
-        verbose_name = "tool"
+        verbose_name = _("tool")
 
     def __str__(self) -> str:
         return self.name
@@ -104,14 +122,19 @@ class ToolConfig(models.Model):
 
     def clean(self) -> None:
         if not isinstance(self.config, dict):
-            raise ValidationError({"config": "The configuration must be a JSON object."})
+            raise ValidationError({"config": gettext("The configuration must be a JSON object.")})
         spec = self.spec
         if spec is None:
             return  # the code no longer registers this tool: nothing to validate against
         leaked = sorted(set(self.config) & set(secret_keys(spec)))
         if leaked:
             raise ValidationError(
-                {"config": f"Secret settings belong in the secret fields, not here: {leaked}."}
+                {
+                    "config": gettext(
+                        "Secret settings belong in the secret fields, not here: %(names)s."
+                    )
+                    % {"names": leaked}
+                }
             )
         problems = config_schema_errors(spec, self.effective_config())
         if problems:

@@ -13,6 +13,8 @@ import json
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator, URLValidator
 from django.db import models
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from core.crypto import EncryptedTextField
 
@@ -20,7 +22,7 @@ __all__ = ["MCPServer"]
 
 _NAME_VALIDATOR = RegexValidator(
     r"^[A-Za-z0-9][A-Za-z0-9_-]*$",
-    "Letters, digits, _ and - only (it prefixes the tool names the model sees).",
+    _("Letters, digits, _ and - only (it prefixes the tool names the model sees)."),
 )
 
 
@@ -33,62 +35,111 @@ def _json_object(text: str) -> dict[str, str]:
 
 class MCPServer(models.Model):
     class Transport(models.TextChoices):
-        STDIO = "stdio", "stdio (local command)"
-        HTTP = "http", "Streamable HTTP"
+        STDIO = "stdio", _("stdio (local command)")
+        HTTP = "http", _("Streamable HTTP")
 
     class Health(models.TextChoices):
-        UNKNOWN = "unknown"
-        OK = "ok"
-        ERROR = "error"
+        UNKNOWN = "unknown", _("Unknown")
+        OK = "ok", _("Ok")
+        ERROR = "error", _("Error")
 
     name = models.CharField(
+        verbose_name=_("name"),
         max_length=40,
         unique=True,
         validators=[_NAME_VALIDATOR],
-        help_text="Short name; the model sees its tools as name__tool (a server “github” "
-        "with a tool “search”: github__search).",
+        help_text=_(
+            "Short name; the model sees its tools as name__tool (a server “github” "
+            "with a tool “search”: github__search)."
+        ),
     )
-    description = models.CharField(max_length=300, blank=True)
-    transport = models.CharField(max_length=8, choices=Transport.choices, default=Transport.STDIO)
-    command = models.CharField(max_length=500, blank=True, help_text="stdio: the executable.")
-    args = models.JSONField(default=list, blank=True, help_text="stdio: a JSON list of arguments.")
-    env = EncryptedTextField(blank=True, default="", help_text="stdio: JSON object (encrypted).")
-    url = models.CharField(max_length=500, blank=True, help_text="http: the MCP endpoint URL.")
-    headers = EncryptedTextField(blank=True, default="", help_text="http: JSON object (encrypted).")
-    timeout = models.FloatField(default=30.0, help_text="Seconds for connecting and each call.")
-    enabled = models.BooleanField(default=True)
+    description = models.CharField(verbose_name=_("description"), max_length=300, blank=True)
+    transport = models.CharField(
+        verbose_name=_("transport"),
+        max_length=8,
+        choices=Transport.choices,
+        default=Transport.STDIO,
+    )
+    command = models.CharField(
+        verbose_name=_("command"), max_length=500, blank=True, help_text=_("stdio: the executable.")
+    )
+    args = models.JSONField(
+        verbose_name=_("args"),
+        default=list,
+        blank=True,
+        help_text=_("stdio: a JSON list of arguments."),
+    )
+    env = EncryptedTextField(
+        verbose_name=_("env"),
+        blank=True,
+        default="",
+        help_text=_("stdio: JSON object (encrypted)."),
+    )
+    url = models.CharField(
+        verbose_name=_("url"),
+        max_length=500,
+        blank=True,
+        help_text=_("http: the MCP endpoint URL."),
+    )
+    headers = EncryptedTextField(
+        verbose_name=_("headers"),
+        blank=True,
+        default="",
+        help_text=_("http: JSON object (encrypted)."),
+    )
+    timeout = models.FloatField(
+        verbose_name=_("timeout"),
+        default=30.0,
+        help_text=_("Seconds for connecting and each call."),
+    )
+    enabled = models.BooleanField(verbose_name=_("enabled"), default=True)
     requires_confirmation = models.BooleanField(
+        verbose_name=_("requires confirmation"),
         default=False,
-        help_text="Every call of this server's tools waits for the user's approval in the chat.",
+        help_text=_("Every call of this server's tools waits for the user's approval in the chat."),
     )
     # Adds to the switch above, never takes from it: with it on, every tool asks (those the
     # server adds later too); with it off, only these do.
     confirm_tools = models.JSONField(
         default=list,
         blank=True,
-        verbose_name="tools that require confirmation",
-        help_text="The server's own tool names whose every call waits for the user's "
-        "approval, when the switch above is off.",
+        verbose_name=_("tools that require confirmation"),
+        help_text=_(
+            "The server's own tool names whose every call waits for the user's "
+            "approval, when the switch above is off."
+        ),
     )
     allowed_groups = models.ManyToManyField(
         "auth.Group",
+        verbose_name=_("allowed groups"),
         blank=True,
         related_name="mcp_servers",
-        help_text="Empty: every user may use this server's tools.",
+        help_text=_("Empty: every user may use this server's tools."),
     )
     health_status = models.CharField(
-        max_length=8, choices=Health.choices, default=Health.UNKNOWN, editable=False
+        verbose_name=_("health status"),
+        max_length=8,
+        choices=Health.choices,
+        default=Health.UNKNOWN,
+        editable=False,
     )
-    last_checked_at = models.DateTimeField(null=True, blank=True, editable=False)
-    last_error = models.TextField(blank=True, editable=False)
-    tools_cache = models.JSONField(null=True, blank=True, editable=False)
-    tools_refreshed_at = models.DateTimeField(null=True, blank=True, editable=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    last_checked_at = models.DateTimeField(
+        verbose_name=_("last checked at"), null=True, blank=True, editable=False
+    )
+    last_error = models.TextField(verbose_name=_("last error"), blank=True, editable=False)
+    tools_cache = models.JSONField(
+        verbose_name=_("tools cache"), null=True, blank=True, editable=False
+    )
+    tools_refreshed_at = models.DateTimeField(
+        verbose_name=_("tools refreshed at"), null=True, blank=True, editable=False
+    )
+    created_at = models.DateTimeField(verbose_name=_("created at"), auto_now_add=True)
+    updated_at = models.DateTimeField(verbose_name=_("updated at"), auto_now=True)
 
     class Meta:
+        verbose_name_plural = _("MCP servers")
         ordering = ["name"]
-        verbose_name = "MCP server"
+        verbose_name = _("MCP server")
 
     def __str__(self) -> str:
         return self.name
@@ -121,16 +172,18 @@ class MCPServer(models.Model):
     def clean(self) -> None:
         errors: dict[str, str] = {}
         if self.transport == self.Transport.STDIO and not self.command.strip():
-            errors["command"] = "A stdio server needs a command."
+            errors["command"] = gettext("A stdio server needs a command.")
         if self.transport == self.Transport.HTTP:
             try:
                 URLValidator(schemes=["http", "https"])(self.url)
             except ValidationError:
-                errors["url"] = "An HTTP server needs an http(s) URL."
+                errors["url"] = gettext("An HTTP server needs an http(s) URL.")
         if not isinstance(self.args, list) or not all(isinstance(a, str) for a in self.args):
-            errors["args"] = "Arguments must be a JSON list of strings."
+            errors["args"] = gettext("Arguments must be a JSON list of strings.")
         tools = self.confirm_tools
         if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
-            errors["confirm_tools"] = "Tools that require confirmation: a list of tool names."
+            errors["confirm_tools"] = gettext(
+                "Tools that require confirmation: a list of tool names."
+            )
         if errors:
             raise ValidationError(errors)

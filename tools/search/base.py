@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from django.utils.translation import gettext as _
 
 __all__ = ["BaseSearchBackend", "SearchError", "SearchHit", "SearchResponse"]
 
@@ -65,9 +66,11 @@ class BaseSearchBackend:
     def missing_configuration(self) -> str | None:
         """A message naming what the admin must set, or None when ready."""
         if self.needs_api_key and not self.api_key:
-            return f"the {self.name} backend needs an API key (tool config 'api_key')"
+            message = _("the %(name)s backend needs an API key (tool config 'api_key')")
+            return message % {"name": self.name}
         if not self.base_url:
-            return f"the {self.name} backend needs a base URL (tool config 'base_url')"
+            message = _("the %(name)s backend needs a base URL (tool config 'base_url')")
+            return message % {"name": self.name}
         return None
 
     async def search(self, query: str, *, max_results: int) -> SearchResponse:

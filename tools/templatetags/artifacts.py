@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import template
 from django.utils.safestring import SafeString
+from django.utils.translation import gettext as _
 
 from tools.artifacts import artifact_read_text
 from tools.markdown.render import render_markdown
@@ -21,5 +22,5 @@ def artifact_markdown(artifact: Artifact) -> SafeString:
     try:
         text = artifact_read_text(artifact, INLINE_MARKDOWN_BYTES)
     except (OSError, ValueError):
-        return render_markdown("*(the file is missing)*", highlight=True)
+        return render_markdown("*" + _("(the file is missing)") + "*", highlight=True)
     return render_markdown(text, highlight=True)
