@@ -18,6 +18,7 @@ from django.utils import timezone, translation
 
 from conversations import user_settings
 from conversations.models import Run, UserSettings
+from core.outages import OUTAGES
 
 __all__ = [
     "UserPreferencesMiddleware",
@@ -28,15 +29,19 @@ __all__ = [
 ]
 
 ATTRIBUTE = "agentsite_preferences"
+ZONE_ATTRIBUTE = "agentsite_zone_activated"
 
 
 def preferences_of(request: HttpRequest) -> UserSettings | None:
     """The signed-in user's settings row (read once per request); None when signed out."""
     if not hasattr(request, ATTRIBUTE):
-        user = getattr(request, "user", None)
         row = None
-        if user is not None and user.is_authenticated:
-            row = user_settings.settings_for(user)
+        try:
+            user = getattr(request, "user", None)
+            if user is not None and user.is_authenticated:
+                row = user_settings.settings_for(user)
+        except OUTAGES:  # the database is away: the page (a 503) in the browser's language
+            row = None
         setattr(request, ATTRIBUTE, row)
     return getattr(request, ATTRIBUTE)
 
@@ -79,24 +84,33 @@ def socket_language(scope: dict[str, Any]) -> str:
 
 class UserPreferencesMiddleware:
     """Activates the signed-in user's chosen language and time zone (after
-    AuthenticationMiddleware and LocaleMiddleware)."""
+    AuthenticationMiddleware and LocaleMiddleware).
+
+    In ``process_view``, as LoginRequiredMiddleware loads the user: OutageMiddleware has
+    loaded it by then, or answered 503 (a database outage in ``__call__`` would be a 500).
+    """
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        row = preferences_of(request) if _has_session_user(request) else None
-        if row is not None and row.language:
-            translation.activate(row.language)
-            request.LANGUAGE_CODE = translation.get_language()
-        zone = _zone(row.timezone) if row is not None else None
-        if zone is not None:
-            timezone.activate(zone)
         try:
             return self.get_response(request)
         finally:
-            if zone is not None:
+            if getattr(request, ZONE_ATTRIBUTE, False):
                 timezone.deactivate()
+
+    def process_view(self, request: HttpRequest, *_view: object) -> None:
+        row = preferences_of(request) if _has_session_user(request) else None
+        if row is None:
+            return
+        if row.language:
+            translation.activate(row.language)
+            request.LANGUAGE_CODE = translation.get_language()
+        zone = _zone(row.timezone)
+        if zone is not None:
+            timezone.activate(zone)
+            setattr(request, ZONE_ATTRIBUTE, True)
 
 
 def _has_session_user(request: HttpRequest) -> bool:

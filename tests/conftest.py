@@ -10,6 +10,7 @@ import tempfile
 import pytest
 from django.core.cache import cache
 from django.core.exceptions import ImproperlyConfigured
+from django.utils import translation
 from pytest_asyncio import is_async_test
 
 from conversations.runtime import build, start_for_worker
@@ -51,6 +52,15 @@ def event_loop_policy():
 def fast_password_hasher(settings):
     """PBKDF2's deliberate slowness buys nothing in tests."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def default_language():
+    """Each test starts in the site's language, as each request picks its own: Django's
+    LocaleMiddleware leaves the language of a test client's request active afterwards."""
+    translation.deactivate()
+    yield
+    translation.deactivate()
 
 
 @pytest.fixture(autouse=True)

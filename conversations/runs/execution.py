@@ -105,11 +105,7 @@ class RunOutcome:
 async def execute_run(run_id: int, *, task_id: str = "") -> RunOutcome:
     """Execute one run end to end. The follow-up run, if any, is announced on the page
     but not launched: the caller launches it where it launches runs."""
-    # The run's words (its failure reasons, its live frames' labels) are in the language
-    # the conversation's owner chose.
-    language = await db(run_language)(run_id)
-    with translation.override(language):
-        return await RunExecution(run_id, task_id=task_id).execute()
+    return await RunExecution(run_id, task_id=task_id).execute()
 
 
 class LLMSetupError(Exception):
@@ -147,6 +143,8 @@ class RunSetup:
     system_prompt: Any = None
     # The chat's sampling parameters, as its LLM requests carry them (chat_settings).
     params: dict[str, Any] = field(default_factory=dict)
+    # The language of the run's words (conversations.preferences.run_language).
+    language: str | None = None
 
 
 class RunExecution:
@@ -183,7 +181,9 @@ class RunExecution:
         executing = loop_control()
         executing.begin(self.run_id)
         try:
-            return await self._execute()
+            # The run's language is activated once it is read (_execute): for this task only.
+            with translation.override(None):
+                return await self._execute()
         finally:
             executing.end(self.run_id)
 
@@ -210,6 +210,8 @@ class RunExecution:
             if self.setup is None:
                 logger.info("run %s was stopped before it started", self.run_id)
                 return RunOutcome(None)
+            # Its words from here on (failure reasons, frames' labels) are in its language.
+            translation.activate(self.setup.language or settings.LANGUAGE_CODE)
             self.meter.start(self.setup.model)
             logger.info(
                 "run %s started%s",
@@ -275,7 +277,15 @@ class RunExecution:
             self.claimed = lifecycle.run_claim(run_id=self.run_id, task_id=self.task_id)
             if self.claimed is None:
                 return None
-        run = self.claimed
+        # In the same database hop: the language of the run's words (its owner's choice,
+        # else the one it was asked in), which the rest of the set-up already speaks.
+        language = run_language(self.run_id)
+        with translation.override(language):
+            setup = self._prepare_claimed(self.claimed)
+        setup.language = language
+        return setup
+
+    def _prepare_claimed(self, run: Run) -> RunSetup:
         trigger = run.trigger_message
         # Handed back by a stopped worker, it goes on from its own trace (none: it starts
         # again); resuming a paused run, it reads the history before that run's question.

@@ -54,6 +54,7 @@ def test_the_interface_switches_language_everywhere(
     bob.get_by_label("Language").select_option(code)
     expect(bob.locator("html")).to_have_attribute("lang", code)
     expect(bob.get_by_role("link", name=translated("Chats", catalogue), exact=True)).to_be_visible()
+    bob.wait_for_load_state()  # the page's deferred scripts (Enter sends) have run
 
     llm.script(
         {"tool_calls": [{"name": "calculator", "arguments": {"expression": "2+3"}}]},
