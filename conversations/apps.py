@@ -15,3 +15,9 @@ class ConversationsConfig(AppConfig):
         from conversations.accounts import checks, users  # noqa: F401 (checks register)
 
         users.connect_signals()
+
+        # The admin's usage dashboard, by preset (models load once the registry is ready).
+        from conversations.preset_usage import BY_PRESET  # noqa: PLC0415 (models)
+        from llms.usage import breakdown_register  # noqa: PLC0415 (models)
+
+        breakdown_register(BY_PRESET)

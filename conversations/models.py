@@ -423,7 +423,7 @@ class ToolApproval(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.tool_name} ({self.status})"
+        return f"{self.tool_name} ({self.get_status_display()})"
 
 
 class APIToken(models.Model):
@@ -530,7 +530,10 @@ class CompactionSummary(models.Model):
         verbose_name_plural = _("compaction summaries")
 
     def __str__(self) -> str:
-        return f"Summary of {self.conversation} up to #{self.covers_up_to_seq}"
+        return gettext("Summary of %(conversation)s up to #%(seq)s") % {
+            "conversation": self.conversation,
+            "seq": self.covers_up_to_seq,
+        }
 
 
 class SharedLink(models.Model):
@@ -601,7 +604,7 @@ class UserSettings(models.Model):
         verbose_name_plural = _("user settings")
 
     def __str__(self) -> str:
-        return f"Settings of {self.user}"
+        return gettext("Settings of %(user)s") % {"user": self.user}
 
 
 class Preset(models.Model):

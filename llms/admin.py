@@ -5,6 +5,7 @@ Thin: the rules live in llms.services (and the probe summary in llms.probe).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.contrib import admin, messages
@@ -12,7 +13,13 @@ from django.contrib.auth.admin import GroupAdmin
 from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Sum
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseRedirect,
+    StreamingHttpResponse,
+)
 from django.shortcuts import get_object_or_404
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
@@ -60,8 +67,8 @@ from llms.services import (
     model_save,
     model_set_default,
 )
-from llms.usage import PERIODS, dashboard, period_days
-from llms.usage_export import csv_lines, filename
+from llms.usage import BREAKDOWNS, PERIODS, dashboard, period_days, period_start
+from llms.usage_export import csv_lines, filename, table_csv_lines
 
 # Secrets are posted by these forms: keep them out of error reports (DEBUG pages, mails).
 sensitive_form = method_decorator(sensitive_post_parameters())
@@ -482,12 +489,22 @@ class UsageRecordAdmin(admin.ModelAdmin):
         return TemplateResponse(request, "admin/llms/usagerecord/dashboard.html", context)
 
     def export_view(self, request: HttpRequest) -> HttpResponse:
-        """The period's usage rows as CSV: one per day, user and model."""
+        """The period's usage rows as CSV: one per day, user and model; with ``table``,
+        that registered table of the dashboard instead (``preset``)."""
         if not self.has_view_permission(request):
             raise PermissionDenied
         days = period_days(request.GET.get("days"), strict=False)
-        response = StreamingHttpResponse(csv_lines(days), content_type="text/csv; charset=utf-8")
-        name = filename(days, timezone.localdate())
+        key = request.GET.get("table", "")
+        if key:
+            breakdown = BREAKDOWNS.get(key)
+            if breakdown is None:
+                raise Http404
+            lines = breakdown.lines(period_start(days, today=timezone.localdate()))
+            rows: Iterable[str] = table_csv_lines(lines)
+        else:
+            rows = csv_lines(days)
+        response = StreamingHttpResponse(rows, content_type="text/csv; charset=utf-8")
+        name = filename(days, timezone.localdate(), key)
         response["Content-Disposition"] = content_disposition_header(True, name)
         response["Cache-Control"] = "private, no-store"
         return response

@@ -403,7 +403,12 @@ class RoleAssignment(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.role} for {self.group or 'everyone'}: {self.model}"
+        who = self.group or gettext("everyone")
+        return gettext("%(role)s for %(who)s: %(model)s") % {
+            "role": ROLE_LABELS.get(self.role, self.role),
+            "who": who,
+            "model": self.model,
+        }
 
 
 def abilities_problem(abilities: Any) -> str | None:
@@ -479,7 +484,8 @@ class UsageRecord(models.Model):
         indexes = [models.Index(fields=["day", "user"], name="usage_day_user")]
 
     def __str__(self) -> str:
-        return f"{self.user} / {self.model or 'deleted model'} / {self.day}"
+        model = self.model or gettext("(deleted model)")
+        return f"{self.user} / {model} / {self.day}"
 
 
 class UsageQuota(models.Model):

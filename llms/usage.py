@@ -9,7 +9,7 @@ ones; tokens of a model without prices count in the tokens and in no cost.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -25,15 +25,21 @@ from llms.pricing import COST_PLACES, Cost, money
 from llms.selectors import QuotaStatus, quota_status_for_user
 
 __all__ = [
+    "BREAKDOWNS",
     "DEFAULT_PERIOD",
     "DELETED_MODEL",
     "NO_GROUP",
     "PERIODS",
+    "Breakdown",
     "Dashboard",
     "Figures",
     "Line",
+    "Table",
     "UsageReport",
+    "biggest_first",
+    "breakdown_register",
     "dashboard",
+    "figures_of",
     "period_days",
     "period_start",
     "records_in_period",
@@ -133,6 +139,36 @@ class UsageReport:
 
 
 @dataclass(frozen=True)
+class Breakdown:
+    """A table of the dashboard another app adds (conversations: by preset): its caption,
+    the heading of its first column, and its lines for the period from a given day."""
+
+    key: str
+    caption: Any  # lazy text: translated when shown
+    heading: Any
+    lines: Callable[[dt.date], list[Line]]
+
+
+@dataclass(frozen=True)
+class Table:
+    """A breakdown's lines for one period."""
+
+    key: str
+    caption: Any
+    heading: Any
+    lines: list[Line]
+
+
+# Filled by the apps' ready() (breakdown_register), read by dashboard().
+BREAKDOWNS: dict[str, Breakdown] = {}
+
+
+def breakdown_register(breakdown: Breakdown) -> None:
+    """Add a table to the admin's dashboard (by the same key again: replace it)."""
+    BREAKDOWNS[breakdown.key] = breakdown
+
+
+@dataclass(frozen=True)
 class Dashboard:
     """Everyone's usage over the last ``days`` days (the admin's dashboard)."""
 
@@ -144,6 +180,7 @@ class Dashboard:
     by_user: list[Line]
     by_group: list[Line]
     by_model: list[Line]
+    more: list[Table] = field(default_factory=list)  # the registered breakdowns
 
 
 @dataclass
@@ -193,6 +230,20 @@ def _total(records: QuerySet[UsageRecord]) -> Figures:
     for row in records.values("currency").annotate(**_SUMS).order_by():
         sums.add(row)
     return sums.figures()
+
+
+def figures_of(rows: Iterable[dict[str, Any]]) -> Figures:
+    """The figures of rows with the keys ``prompt``, ``completion``, ``total``,
+    ``run_count``, ``currency`` and ``cost_sum`` (one row per currency)."""
+    sums = _Sums()
+    for row in rows:
+        sums.add(row)
+    return sums.figures()
+
+
+def biggest_first(lines: Iterable[Line]) -> list[Line]:
+    """Most tokens first, then by label."""
+    return _biggest_first(lines)
 
 
 def _biggest_first(lines: Iterable[Line]) -> list[Line]:
@@ -254,7 +305,8 @@ def report_for_user(*, user: Any, days: int) -> UsageReport:
 
 
 def dashboard(*, days: int) -> Dashboard:
-    """The admin's dashboard: everyone's usage by day, user, group and model."""
+    """The admin's dashboard: everyone's usage by day, user, group and model, and the
+    breakdowns other apps registered."""
     today = timezone.localdate()
     records = records_in_period(days, today=today)
     return Dashboard(
@@ -266,4 +318,8 @@ def dashboard(*, days: int) -> Dashboard:
         by_user=_by_user(records),
         by_group=_by_group(records),
         by_model=_by_model(records),
+        more=[
+            Table(b.key, b.caption, b.heading, b.lines(period_start(days, today=today)))
+            for b in BREAKDOWNS.values()
+        ],
     )

@@ -8,9 +8,9 @@ import csv
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from llms.usage import DELETED_MODEL, records_in_period
+from llms.usage import DELETED_MODEL, Line, records_in_period
 
-__all__ = ["COLUMNS", "csv_lines", "filename"]
+__all__ = ["COLUMNS", "TABLE_COLUMNS", "csv_lines", "filename", "table_csv_lines"]
 
 COLUMNS = (
     "day",
@@ -83,5 +83,37 @@ def csv_lines(days: int) -> Iterable[str]:
         yield writer.writerow(row)
 
 
-def filename(days: int, today: Any) -> str:
-    return f"usage-{days}-days-to-{today:%Y-%m-%d}.csv"
+def filename(days: int, today: Any, table: str = "") -> str:
+    by = f"-by-{table}" if table else ""
+    return f"usage{by}-{days}-days-to-{today:%Y-%m-%d}.csv"
+
+
+TABLE_COLUMNS = (
+    "name",
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "runs",
+    "cost",
+    "currency",
+)
+
+
+def table_csv_lines(lines: Iterable[Line]) -> Iterator[str]:
+    """A dashboard table (a registered breakdown: by preset) as CSV: a line per row and
+    currency (a row priced in two currencies has two lines; tokens and runs on the first,
+    so sums stay right), a row without prices with cost and currency empty."""
+    writer = csv.writer(_Echo())
+    yield writer.writerow(TABLE_COLUMNS)
+    for line in lines:
+        figures = line.figures
+        counts = [
+            figures.prompt_tokens,
+            figures.completion_tokens,
+            figures.total_tokens,
+            figures.runs,
+        ]
+        for cost in figures.costs or (None,):
+            priced = ["", ""] if cost is None else [str(cost.amount), cost.currency]
+            yield writer.writerow([_text(str(line.label)), *counts, *priced])
+            counts = [0, 0, 0, 0]

@@ -40,6 +40,7 @@ CONVERSATION_ROOMS = (
     "chat_settings",
     "instructions",
     "presets",
+    "preset_usage",
     "titles",
     "runs",
     "attachments",

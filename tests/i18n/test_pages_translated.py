@@ -14,7 +14,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client, RequestFactory
 from django.utils import translation
 
-from conversations import presets, services
+from conversations import presets, services, user_settings
 from conversations.http.tokens import token_create
 from conversations.models import Run
 from conversations.organise import folders, pins, tags
@@ -68,6 +68,7 @@ def build_data(user: Any, llm_server: Any) -> dict[str, Any]:
     tags.conversation_set_tags(conversation=conversation, names=["标签"])
     pins.conversation_pin(conversation=conversation, pinned=True)
     token_create(user=user, name="令牌")
+    user_settings.settings_update(user, instructions="请简短。")
     return {"conversation": conversation, "base": base, "preset": preset}
 
 
