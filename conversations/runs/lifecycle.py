@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.db.models.functions import Coalesce
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
@@ -23,6 +23,7 @@ from conversations.history.numbering import (
     reserve_event_numbers,
 )
 from conversations.models import Conversation, Message, Run
+from conversations.preferences import run_language
 from conversations.runs.approvals import approvals_expire_open
 from conversations.runs.db import DATABASE_OUTAGES
 from conversations.runs.publisher import (
@@ -398,10 +399,11 @@ def run_sweep_stale(
     # A queued run with a trace of its own was handed back by a stopping worker.
     handed = ExpressionWrapper(Q(resume_trace__isnull=False), output_field=BooleanField())
     for run_id, status, handed_back in stale.values_list("pk", "status", handed):
-        if status == Run.Status.RUNNING:
-            reason = _(INTERRUPTED)
-        else:
-            reason = never_taken_over() if handed_back else never_taken()
+        with translation.override(run_language(run_id)):  # the run's own words' language
+            if status == Run.Status.RUNNING:
+                reason = _(INTERRUPTED)
+            else:
+                reason = never_taken_over() if handed_back else never_taken()
         updated = Run.objects.filter(pk=run_id, status=status).update(
             status=Run.Status.FAILED, error=reason, finished_at=timezone.now()
         )
