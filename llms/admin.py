@@ -35,6 +35,7 @@ from django.views.decorators.http import require_POST
 
 from audit.adminmixin import AuditedAdminMixin
 from core.errors import ApplicationError
+from llms.admin_connection import ConnectionAdminMixin
 from llms.discovery import (
     discover_local_server,
     discover_local_servers,
@@ -63,7 +64,7 @@ from llms.probe import CHECKS, probe_summary
 from llms.services import (
     model_apply_verified_abilities,
     model_ensure_default,
-    model_probe,
+    model_probe_and_apply,
     model_save,
     model_set_default,
 )
@@ -83,7 +84,7 @@ class LLMModelInline(admin.TabularInline):
 
 
 @admin.register(Provider)
-class ProviderAdmin(AuditedAdminMixin, admin.ModelAdmin):
+class ProviderAdmin(ConnectionAdminMixin, AuditedAdminMixin, admin.ModelAdmin):
     form = ProviderAdminForm
     list_display = ["name", "kind", "base_url", "timeout", "has_api_key", "model_count"]
     list_filter = ["kind"]
@@ -292,9 +293,12 @@ class LLMModelAdmin(AuditedAdminMixin, admin.ModelAdmin):
         return self._back(obj)
 
     def _probe(self, request: HttpRequest, obj: LLMModel) -> None:
-        report = model_probe(model=obj)
+        report, applied = model_probe_and_apply(model=obj)
+        text = report.summary()
+        if applied:
+            text += " " + gettext("Its verified abilities are now applied.")
         level = messages.SUCCESS if report.reachable else messages.WARNING
-        self.message_user(request, report.summary(), level)
+        self.message_user(request, text, level)
 
     def _apply(self, request: HttpRequest, obj: LLMModel) -> None:
         try:

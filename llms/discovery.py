@@ -33,8 +33,7 @@ from llms.local_server import get_server
 from llms.models import LLMModel, Provider
 from llms.probe import ProbeReport
 from llms.services import (
-    model_apply_verified_abilities,
-    model_probe,
+    model_probe_and_apply,
     model_set_default,
     model_upsert,
     provider_upsert,
@@ -44,6 +43,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "DiscoveredModelAdded",
     "DiscoveredServer",
+    "chat_model_ids",
     "discover_local_server",
     "discover_local_servers",
     "discovered_model_add",
@@ -259,6 +259,15 @@ def _model_entries(payload: Any) -> list[dict[str, Any]] | None:
     ]
 
 
+def chat_model_ids(payload: Any) -> tuple[str, ...] | None:
+    """The chat models' ids of an OpenAI ``/v1/models`` answer (embedding models left out),
+    or None if it is not one; shared with :mod:`llms.connection_setup` (any endpoint)."""
+    entries = _model_entries(payload)
+    if entries is None:
+        return None
+    return tuple(entry["id"] for entry in entries if not _is_embedding(entry))
+
+
 def _is_embedding(entry: dict[str, Any]) -> bool:
     """Embedding-only models cannot chat: by their type when given, else by their name."""
     if str(entry.get("type", "")).lower() in EMBEDDING_TYPES:
@@ -348,9 +357,8 @@ def discovered_model_add(
     with transaction.atomic():
         provider = _provider_for(server, api_key)
         model, created = model_upsert(provider=provider, model_id=model_id)
-    report = model_probe(model=model, timeout=probe_timeout)  # outside any transaction
-    if report.reachable:
-        model_apply_verified_abilities(model=model)
+    # outside any transaction; the verified abilities are applied when it could chat
+    report, _applied = model_probe_and_apply(model=model, timeout=probe_timeout)
     made_default = make_default and report.reachable
     if made_default:
         model_set_default(model=model)

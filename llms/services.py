@@ -54,6 +54,7 @@ __all__ = [
     "model_apply_verified_abilities",
     "model_ensure_default",
     "model_probe",
+    "model_probe_and_apply",
     "model_probe_store",
     "model_registry_for_user",
     "model_save",
@@ -257,6 +258,21 @@ def model_probe(*, model: LLMModel, timeout: float | None = None) -> ProbeReport
     report = async_to_sync(run)()
     model_probe_store(model=model, report=report)
     return report
+
+
+def model_probe_and_apply(
+    *, model: LLMModel, timeout: float | None = None
+) -> tuple[ProbeReport, bool]:
+    """Probe ``model`` and, when it could chat, apply what was verified; ``(report, applied)``.
+
+    What an admin means by "probe": a model left declaring plain streaming after a probe
+    that verified tool calls would not use them. An unreachable endpoint changes nothing.
+    """
+    report = model_probe(model=model, timeout=timeout)
+    if not report.reachable:
+        return report, False
+    model_apply_verified_abilities(model=model)
+    return report, True
 
 
 def model_apply_verified_abilities(*, model: LLMModel) -> dict[str, Any]:

@@ -180,6 +180,8 @@ class ScriptedServer:
         self.port = port
         self.api_key = api_key
         self.model = model
+        # What GET /v1/models lists (default: ``model``); a test may list several.
+        self.listed_models: list[str] = [model]
         self.default: Response | None = _normalise(default) if default is not None else None
         self.requests: list[RecordedRequest] = []
         self._queue: deque[Response] = deque(_normalise(r) for r in script or ())
@@ -548,8 +550,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, self.scripted.state())
         elif path.endswith("/models"):
             if self._check_auth():
-                model = {"id": self.scripted.model, "object": "model", "owned_by": "scripted"}
-                self._send_json(200, {"object": "list", "data": [model]})
+                models = [
+                    {"id": model_id, "object": "model", "owned_by": "scripted"}
+                    for model_id in self.scripted.listed_models
+                ]
+                self._send_json(200, {"object": "list", "data": models})
         elif path in ("", "/health"):
             self._send_json(200, {"status": "ok"})
         else:

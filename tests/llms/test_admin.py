@@ -187,13 +187,20 @@ def test_probe_and_apply_buttons(admin_client, rows, full_server):
     assert admin_client.get(probe_url).status_code == 405
     response = admin_client.post(probe_url, follow=True)
     assert b"6/7 checks passed" in response.content
+    assert b"Its verified abilities are now applied." in response.content
     html = response.content.decode()
-    assert "Declared" in html and "Verified" in html and "(differs)" in html
-    assert 'class="differs"' in html and ' style="' not in html  # the CSP refuses style=""
-    assert "llms/admin.css" in html
+    assert "Declared" in html and "Verified" in html and "(differs)" not in html
     assert "rejected a forced tool_choice" in html
     assert SECRET_KEY_VALUE not in html
+    model.refresh_from_db()  # the probe applied what it verified
+    assert model.abilities["tool_call"] and not model.abilities["tool_choice"]
 
+    # declared by hand against the probe: shown as differing, and "Apply" puts it back
+    LLMModel.objects.filter(pk=model.pk).update(abilities={**model.abilities, "tool_choice": True})
+    html = admin_client.get(change_url).content.decode()
+    assert "(differs)" in html
+    assert 'class="differs"' in html and ' style="' not in html  # the CSP refuses style=""
+    assert "llms/admin.css" in html
     admin_client.post(reverse("admin:llms_llmmodel_apply_verified", args=[model.pk]))
     model.refresh_from_db()
     assert model.abilities["tool_call"] and not model.abilities["tool_choice"]
@@ -208,7 +215,10 @@ def test_probe_action_from_the_changelist(admin_client, rows, full_server):
         follow=True,
     )
     assert b"7/7 checks passed" in response.content
-    assert LLMModel.objects.get().probed_at is not None
+    assert b"Its verified abilities are now applied." in response.content
+    model = LLMModel.objects.get()
+    assert model.probed_at is not None
+    assert all(model.abilities[flag] for flag in ("tool_call", "json_mode", "vision"))
 
 
 def test_usage_changelist_shows_totals(admin_client, rows, other_user):
