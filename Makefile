@@ -106,8 +106,9 @@ test-fast: install lint sandbox-deps
 	$(VENV)/bin/pytest -n auto -m "not e2e and not localmodel and not integration"
 
 ## The browser libraries in static/vendor/ (markdown-it, DOMPurify, KaTeX, highlight.js,
-## mermaid), copied from the npm packages pinned in package-lock.json. The copies are
-## committed: only changing a version needs node and npm (`run` and `test` never do).
+## mermaid; axe-core, which only the browser tests load), copied from the npm packages
+## pinned in package-lock.json. The copies are committed: only changing a version needs
+## node and npm (`run` and `test` never do).
 vendor:
 	npm ci --ignore-scripts --no-audit --no-fund
 	$(PYTHON) scripts/vendor_static.py

@@ -57,6 +57,11 @@ FILES: dict[str, dict[str, str]] = {
         "dist/mermaid.min.js": "mermaid.min.js",
         "LICENSE": "LICENSE",
     },
+    "axe-core": {  # a test tool: tests/e2e/axe.py injects it; no page of the site loads it
+        "axe.min.js": "axe.min.js",
+        "LICENSE": "LICENSE",
+        "LICENSE-3RD-PARTY.txt": "LICENSE-3RD-PARTY.txt",
+    },
 }
 
 _SOURCE_MAP = re.compile(rb"\n?//# sourceMappingURL=\S+\s*$")

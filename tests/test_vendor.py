@@ -60,10 +60,29 @@ def test_banners_name_the_locked_version(path):
     assert re.search(pattern, head), head[:200]
 
 
+# Vendored for the browser tests only (tests/e2e/axe.py injects it); no page loads it.
+TEST_TOOLS = {"axe-core"}
+
+
 def test_no_vendored_script_evaluates_strings():
     """The CSP has no 'unsafe-eval': a library that needed it would fail in the page."""
-    for entry in MANIFEST.values():
+    for name, entry in MANIFEST.items():
+        if name in TEST_TOOLS:
+            continue
         for path in entry["files"]:
             if path.endswith(".js"):
                 text = (VENDOR / path).read_text(errors="replace")
                 assert not re.search(r"(?<![\w.$])eval\(|new Function\(", text), path
+
+
+@pytest.mark.parametrize("name", sorted(TEST_TOOLS))
+def test_test_tools_are_not_loaded_by_the_site(name):
+    """axe-core checks pages in the browser tests; shipping it to users would cost 600 kB."""
+    folder_name = name.lstrip("@").replace("/", "-")
+    for base in ("templates", "static/js", "static/css"):
+        for path in (ROOT / base).rglob("*"):
+            if path.is_file() and path.suffix in (".html", ".js", ".css", ".txt"):
+                assert f"vendor/{folder_name}/" not in path.read_text(errors="replace"), path
+    for app in ROOT.glob("*/templates"):
+        for path in app.rglob("*.html"):
+            assert f"vendor/{folder_name}/" not in path.read_text(errors="replace"), path
