@@ -20,7 +20,7 @@ from conversations import presets, selectors, services
 from conversations.history.tree import Siblings
 from conversations.models import AgentMode
 from conversations.pages import timeline as page_timeline
-from conversations.pages.rendering import RunView, StepItem, render_run_block
+from conversations.pages.rendering import RunView, StepItem, composer_frame, render_run_block
 from conversations.pages.sidebar import row_context, sidebar_context
 from conversations.pages.timeline import logged_run_view
 from conversations.runs import lifecycle
@@ -135,8 +135,9 @@ def message_post(request: HttpRequest, conversation_id: int) -> HttpResponse:
             kind="inject", text=message.content, dom_id=f"inject-{message.pk}",
             extra={"delivered": False},
         )  # fmt: skip
+        # Below the run's answer until the agent takes it in (then it is one of its steps).
         html = render_to_string(
-            f"{PARTIALS}#append-step", {"view": RunView(run_id=run.pk), "item": item}, request
+            f"{PARTIALS}#append-followup", {"view": RunView(run_id=run.pk), "item": item}, request
         )
     else:
         view = RunView(run_id=run.pk)
@@ -147,7 +148,7 @@ def message_post(request: HttpRequest, conversation_id: int) -> HttpResponse:
         html = render_to_string(
             f"{PARTIALS}#user-message", {"message": message, "question": question}, request
         )
-        html += render_run_block(view, run, with_next_slot=True)
+        html += render_run_block(view, run, with_next_slot=True) + composer_frame(view)
         if message.seq == 1:  # the first message just titled this conversation instance
             html += render_to_string(
                 f"{PARTIALS}#title-input", {"conversation": conversation, "oob": True}, request

@@ -679,7 +679,13 @@ class ReActAgent:
         reason = tool.confirmation_reason(call.arguments)
         if reason is not None and tool.validation_error(call.arguments) is None:
             decision = await self._ask_approval(
-                ApprovalRequest(self.approval_ids.next(), tool.name, call.arguments, reason)
+                ApprovalRequest(
+                    self.approval_ids.next(),
+                    tool.name,
+                    call.arguments,
+                    reason,
+                    tool.call_preview(call.arguments),
+                )  # fmt: skip
             )
             if decision != APPROVED:
                 return _Outcome(None, refusal(decision), "NotApproved")
@@ -716,7 +722,7 @@ class ReActAgent:
             return None
         await self._emit(
             Approval("requested", request.call_id, request.tool_name, request.tool_args,
-                     request.reason)
+                     request.reason, request.request)
         )  # fmt: skip
         decision = await self.approver(request)
         await self._emit(Approval(decision, request.call_id))

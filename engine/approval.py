@@ -36,12 +36,16 @@ REFUSALS = {
 
 @dataclass(frozen=True)
 class ApprovalRequest:
-    """What the user is asked to approve: the call, and why it needs approval."""
+    """What the user is asked to approve: the call, why it needs approval, and what it
+    would send (``request``: the tool's :meth:`~engine.tools.Tool.call_preview`, e.g.
+    the method, the resolved URL, the body and the names of the credentials; empty when
+    the tool cannot say)."""
 
     call_id: str
     tool_name: str
     tool_args: dict[str, Any] = field(hash=False)
     reason: str
+    request: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def binding(self) -> str:

@@ -154,17 +154,22 @@ class Approval(AgentEvent):
     tool_name: str = ""
     tool_args: dict[str, Any] | None = None
     reason: str = ""
+    # What the call would send (engine.approval.ApprovalRequest.request); {} if unknown.
+    request: dict[str, Any] | None = None
     channel: ClassVar[str] = "approval"
 
     def to_dict(self) -> dict[str, Any]:
         if self.status == "requested":
-            return {
+            payload = {
                 "status": self.status,
                 "call_id": self.call_id,
                 "tool_name": self.tool_name,
                 "tool_args": self.tool_args or {},
                 "reason": self.reason,
             }
+            if self.request:
+                payload["request"] = self.request
+            return payload
         return {"status": self.status, "call_id": self.call_id}
 
 
@@ -314,10 +319,18 @@ class ErrorEvent(AgentEvent):
     message: str
     status: str = "failed"
     answer: str = ""
+    retryable: bool = True  # False: a Retry cannot help (the API key, the quota, ...)
     channel: ClassVar[str] = "error"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"message": self.message, "status": self.status, "answer": self.answer}
+        payload: dict[str, Any] = {
+            "message": self.message,
+            "status": self.status,
+            "answer": self.answer,
+        }
+        if not self.retryable:
+            payload["retryable"] = False
+        return payload
 
 
 def event_from_dict(channel: str, payload: dict[str, Any]) -> AgentEvent:
@@ -377,6 +390,7 @@ def event_from_dict(channel: str, payload: dict[str, Any]) -> AgentEvent:
             payload.get("tool_name", ""),
             payload.get("tool_args"),
             payload.get("reason", ""),
+            payload.get("request"),
         )
     if channel == "done":
         return Done(
@@ -389,6 +403,9 @@ def event_from_dict(channel: str, payload: dict[str, Any]) -> AgentEvent:
         )
     if channel == "error":
         return ErrorEvent(
-            payload.get("message", ""), payload.get("status", "failed"), payload.get("answer", "")
+            payload.get("message", ""),
+            payload.get("status", "failed"),
+            payload.get("answer", ""),
+            payload.get("retryable", True) is not False,
         )
     raise ValueError(f"unknown event channel/payload: {channel!r} {payload!r}")

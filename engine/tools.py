@@ -97,6 +97,8 @@ class Tool:
     requires_confirmation: bool = False  # every call waits for the user's approval
     # Per call: why this call needs approval (e.g. a non-GET request), or None.
     confirm_if: Callable[[dict[str, Any]], str | None] | None = None
+    # What a call would send, for the user who approves it (call_preview).
+    preview: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     examples: tuple[ToolExample, ...] = ()  # shown to models marked small (engine.prompts)
 
     def confirmation_reason(self, arguments: dict[str, Any]) -> str | None:
@@ -106,6 +108,18 @@ class Tool:
             if reason:
                 return reason
         return ALWAYS_REASON if self.requires_confirmation else None
+
+    def call_preview(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """What this call would send, shown on its approval card so that the user approves
+        the concrete request, not a template: e.g. ``{"method", "url", "body",
+        "credentials"}`` (credentials by name, never their values). {} when the tool has
+        no preview or it fails (the card then shows the arguments only)."""
+        if self.preview is None:
+            return {}
+        try:
+            return dict(self.preview(arguments))
+        except Exception:  # a preview must never stop the question being asked
+            return {}
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("_", "").replace("-", "").isalnum():

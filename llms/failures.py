@@ -13,13 +13,17 @@ from django.utils.translation import gettext, gettext_noop
 
 from engine.llm.base import LLMError, plain_message
 
-__all__ = ["PLAIN_MESSAGES", "failure_message", "translated"]
+__all__ = ["PLAIN_MESSAGES", "RETRY_USELESS", "failure_message", "retry_helps", "translated"]
 
 # Exactly the sentences of engine/llm/base.py's plain_message: keep the two in step.
 PLAIN_MESSAGES = (
     gettext_noop(
         "The model's provider refused its API key. "
         "An administrator needs to check the provider's settings."
+    ),
+    gettext_noop(
+        "The model provider's quota for this site is spent. "
+        "An administrator needs to check the provider's plan or billing."
     ),
     gettext_noop("The model's provider is busy right now (rate limit). Retry in a moment."),
     gettext_noop(
@@ -52,3 +56,16 @@ def translated(text: str) -> str:
 def failure_message(exc: LLMError) -> str:
     """What a user is told about ``exc``, in the active language."""
     return translated(plain_message(exc))
+
+
+# The failures a Retry cannot cure (the API key, the quota, the request itself, a
+# conversation too long for the model): shown without Retry. The others (timeouts, a
+# server unreachable or failing, a rate limit, a cut stream) may pass.
+RETRY_USELESS = frozenset(PLAIN_MESSAGES[i] for i in (0, 1, 3, 4))
+
+
+def retry_helps(failure: str | LLMError) -> bool:
+    """Whether retrying may help after ``failure``: a model error, or the English text
+    :func:`plain_message` told it with (True for any other text)."""
+    plain = plain_message(failure) if isinstance(failure, LLMError) else failure
+    return plain not in RETRY_USELESS

@@ -206,4 +206,6 @@ def _wrap(tool: engine.Tool, context: ToolContext) -> engine.Tool:
         func=call,
         timeout=tool.timeout,
         requires_confirmation=tool.requires_confirmation,
+        confirm_if=tool.confirm_if,
+        preview=tool.preview,
     )

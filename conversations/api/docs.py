@@ -73,14 +73,18 @@ sequence number), `event:` (the protocol channel) and `data:` (the JSON payload)
   the answer could not be rewritten)
 - `error`: `{message, status, answer}` (status `failed`, `cancelled`, or `incomplete`
   when a run reached its time limit mid-answer); `answer` is the partial answer kept
-  (`""` if none), which replaces what the deltas assembled
+  (`""` if none), which replaces what the deltas assembled; `retryable: false` when
+  retrying cannot help (the provider refused the API key or the request, its quota is
+  spent, the conversation is too long for the model)
 - `unanswered` also follows the `error` of a run interrupted by a crash, or of one no
   worker took
 - `done` and `error` sent before they could be stored (the database restarts, its disk
   is full) carry `unsaved`: why, in plain words; a `saved` event `{run_id}` follows once
   they are stored (the stored event has no `unsaved`)
-- `approval`: `{status:"requested", call_id, tool_name, tool_args, reason}` when a tool
-  call waits for your approval (answer with `POST /api/runs/{run_id}/approvals/{call_id}`;
+- `approval`: `{status:"requested", call_id, tool_name, tool_args, reason, request?}` when
+  a tool call waits for your approval (`request`: what the call would send, e.g.
+  `{method, url, body, credentials}` with the credentials' names only; answer with
+  `POST /api/runs/{run_id}/approvals/{call_id}`;
   `call_id` is the request's own id, made by the server, not the model's tool call id),
   then `{status, call_id}` with `approved`, `denied` or `expired` (no answer in time)
 - `followup`: `{run_id, messages: [{id, content, pinned}]}`, after a run's `done` or

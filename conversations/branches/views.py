@@ -16,6 +16,7 @@ from conversations.branches import branching, resuming
 from conversations.history.tree import RunTree
 from conversations.models import Conversation, Message
 from conversations.pages import timeline as page_timeline
+from conversations.pages.rendering import composer_frame
 from core.errors import ApplicationError
 from llms.selectors import models_for_user
 
@@ -25,6 +26,8 @@ PARTIALS = "conversations/partials.html"
 def _timeline(request: HttpRequest, conversation: Conversation, fresh_run_id=None) -> HttpResponse:
     chat = page_timeline.conversation_timeline(conversation=conversation, fresh_run_id=fresh_run_id)
     html = render_to_string(f"{PARTIALS}#timeline", {"timeline": chat}, request)
+    if chat["active_view"] is not None:  # the run just started: the composer's Stop is its
+        html += composer_frame(chat["active_view"])
     html += render_to_string(f"{PARTIALS}#form-error", {"error": ""}, request)
     return HttpResponse(html)
 

@@ -10,13 +10,31 @@ from typing import Any
 
 from django.template.loader import render_to_string
 
+from conversations.pages.arguments import CodeArgument, code_arguments, other_arguments
+from engine.approval import DENIED, EXPIRED, refusal
+
 PARTIALS = "conversations/partials.html"
 OBSERVATION_PREVIEW_CHARS = 1_500
 ARTIFACT_MARKER = re.compile(r"\[Artifact generated: ([^\]]+)\]")
 
 
+# A call the user did not approve ends with the engine's refusal as its error: shown as
+# what the user decided (or let expire), never as the tool's failure.
+_NOT_APPROVED = {refusal(DENIED): DENIED, refusal(EXPIRED): EXPIRED}
+
+
 def partial(name: str, context: dict[str, Any]) -> str:
     return render_to_string(f"{PARTIALS}#{name}", context)
+
+
+def card_state(*, done: bool, error: str | None) -> str:
+    """A tool card's state, its CSS class and status word: running, ok, failed, or
+    denied / expired for a call the user did not approve (it was not run)."""
+    if not done:
+        return "running"
+    if not error:
+        return "ok"
+    return _NOT_APPROVED.get(error, "failed")
 
 
 @dataclass
@@ -29,6 +47,20 @@ class ToolCard:
     error: str | None = None
     elapsed: float | None = None
     done: bool = False
+
+    @property
+    def state(self) -> str:
+        return card_state(done=self.done, error=self.error)
+
+    @property
+    def code_arguments(self) -> list[CodeArgument]:
+        """The arguments shown as code blocks (a python call's code), not as JSON."""
+        return code_arguments(self.tool_name, self.tool_args)
+
+    @property
+    def other_arguments(self) -> Any:
+        """The arguments shown as indented JSON: all the others."""
+        return other_arguments(self.tool_name, self.tool_args)
 
     @property
     def observation_preview(self) -> str:

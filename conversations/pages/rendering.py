@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import escape
 from django.utils.translation import gettext as _
@@ -31,6 +32,14 @@ from tools.builtin.search_knowledge import citations
 from tools.markdown.render import render_markdown
 
 _CONTENT_SLOT = "\x00content\x00"  # survives HTML escaping unchanged
+# The composer's Stop and status line, out of band (its state follows the run's).
+COMPOSER_RUN = "conversations/composer_state.html#composer-run"
+
+
+def composer_frame(view: RunView | None) -> str:
+    """The composer's run state for ``view`` (working: Stop and what the agent does; ended
+    or None: Send), for the frames and responses that change which run works or how."""
+    return render_to_string(COMPOSER_RUN, {"view": view})
 
 
 def _slot_wrapper(name: str, context: dict[str, Any]) -> tuple[str, str]:
@@ -39,9 +48,9 @@ def _slot_wrapper(name: str, context: dict[str, Any]) -> tuple[str, str]:
 
     For the frames a run sends again and again (answer deltas, status lines): the
     template is rendered once per run instead of once per frame, and the markup stays in
-    the template.
+    the template. A name with "#" is a whole template name (another file's partial).
     """
-    html = partial(name, context)
+    html = render_to_string(name, context) if "#" in name else partial(name, context)
     before, slot, after = html.partition(_CONTENT_SLOT)
     if not slot or _CONTENT_SLOT in after:
         raise ValueError(f"the {name} partial must show its slot exactly once")
@@ -66,6 +75,10 @@ class RunView:
     resumable: bool = False
     unanswered: list[dict[str, Any]] = field(default_factory=list)  # left over by a Stop
     title: str = ""  # the conversation's automatic title, given after this run's answer
+    # Why the run failed, technically (Run.error_detail: status code, the provider's
+    # message, which request), set only when its owner is staff (timeline.staff_detail):
+    # never in the HTML of anyone else.
+    error_detail: str = ""
     plan: PlanTracker = field(init=False)  # plan mode's rounds and steps
     _open: dict[tuple[int, str], deque[ToolCard]] = field(
         default_factory=lambda: defaultdict(deque)
@@ -74,6 +87,7 @@ class RunView:
     _injects: int = 0
     _delta_wrapper: tuple[str, str] | None = None
     _status_wrapper: tuple[str, str] | None = None
+    _composer_wrapper: tuple[str, str] | None = None
     _thoughts: dict[int, StepItem] = field(default_factory=dict)  # streaming, by iteration
     _thought_wrappers: dict[str, tuple[str, str]] = field(default_factory=dict)
 
@@ -111,19 +125,21 @@ class RunView:
         return handler(payload, render) or ""
 
     def set_status(self, text: str, render: bool) -> str:
+        """The run's status line, in its block and above the composer (with its Stop)."""
         self.status_text = text
         if not render:
             return ""
         if not text or self.finished:  # the template's default text, or no spinner
-            return partial("run-status", {"view": self, "oob": True})
-        if self._status_wrapper is None:
+            return partial("run-status", {"view": self, "oob": True}) + composer_frame(self)
+        if self._status_wrapper is None or self._composer_wrapper is None:
             self.status_text = _CONTENT_SLOT
             try:
                 self._status_wrapper = _slot_wrapper("run-status", {"view": self, "oob": True})
+                self._composer_wrapper = _slot_wrapper(COMPOSER_RUN, {"view": self})
             finally:
                 self.status_text = text
-        before, after = self._status_wrapper
-        return before + escape(text) + after
+        shown = escape(text)
+        return shown.join(self._status_wrapper) + shown.join(self._composer_wrapper)
 
     def _on_step(self, payload: dict[str, Any], render: bool) -> str:
         kind, status = payload.get("type"), payload.get("status")
@@ -263,8 +279,9 @@ class RunView:
         self.items.append(item)
         if not render:
             return ""
-        # Replaces the "sent" item the POST response showed, or appends when absent.
-        return partial("inject-item", {"item": item, "view": self, "oob": True})
+        # The "sent" item waits below the run's answer (#followups-<run>); taken in, it is
+        # one of the run's steps.
+        return partial("inject-taken", {"item": item, "view": self})
 
     def _on_approval(self, payload: dict[str, Any], render: bool) -> str:
         """A tool call waiting for the user's approval: an Approve / Deny card in the steps,
@@ -279,6 +296,9 @@ class RunView:
                     "tool_name": payload.get("tool_name", ""),
                     "tool_args": payload.get("tool_args") or {},
                     "reason": payload.get("reason", ""),
+                    # What the call would send (its tool's preview): method, URL, body,
+                    # credentials by name; {} for a tool without one.
+                    "request": payload.get("request") or {},
                     "status": "requested",
                 },
             )
@@ -345,7 +365,7 @@ class RunView:
             messages, next_view = self.unanswered, None
         else:
             return ""
-        return partial(
+        frame = partial(
             "followup",
             {
                 "view": self,
@@ -353,6 +373,8 @@ class RunView:
                 "next_view": next_view,
             },
         )
+        # The run answering them works now: the composer's Stop is its.
+        return frame + composer_frame(next_view) if next_view is not None else frame
 
     def _on_title(self, payload: dict[str, Any], render: bool) -> str:
         """The conversation's automatic title (conversations/runs/titling.py)."""
@@ -409,7 +431,8 @@ class RunView:
         if not render:
             return ""
         frames = [partial("plan-step", {"step": step, "oob": True}) for step in unfinished]
-        return "".join(frames) + partial("run-finish", {"view": self, "oob": True})
+        frames += [partial("run-finish", {"view": self, "oob": True}), composer_frame(self)]
+        return "".join(frames)
 
     # helpers for templates -------------------------------------------------
     RETRYABLE: ClassVar[tuple[str, ...]] = Run.RETRYABLE_STATUSES  # shown with a Retry

@@ -15,7 +15,12 @@ from conversations.history.numbering import last_event_seq
 from conversations.history.tree import RunTree, path_filter
 from conversations.models import Conversation, Message, Run, RunEvent
 from conversations.pages.items import StepItem
-from conversations.pages.rendering import RunView, build_run_view, render_run_block
+from conversations.pages.rendering import (
+    RunView,
+    build_run_view,
+    composer_frame,
+    render_run_block,
+)
 from conversations.selectors import events_after, run_inject_ids, runs_with_events_after
 from conversations.services import quota_refusal
 
@@ -55,6 +60,7 @@ def conversation_timeline(*, conversation: Conversation, fresh_run_id: int | Non
     # A run the quota refused before it started offers no Retry while the quota refuses.
     refused_early = any(r.status == Run.Status.FAILED and r.started_at is None for r in runs)
     quota_blocks = bool(refused_early and quota_refusal(conversation.owner))
+    staff = conversation.owner.is_staff  # the page's reader: only the owner sees a chat
     items: list[dict] = []
     runs_by_trigger = {run.trigger_message_id: run for run in runs}
     placed: set[int] = set()
@@ -64,17 +70,24 @@ def conversation_timeline(*, conversation: Conversation, fresh_run_id: int | Non
             question = tree.question_siblings(run.pk) if run is not None else None
             items.append({"kind": "message", "message": message, "question": question})
         if run is not None:
-            item = _run_item(run, events_by_run, answers, by_run.get(run.pk, []), quota_blocks)
+            item = _run_item(
+                run, events_by_run, answers, by_run.get(run.pk, []), quota_blocks, staff
+            )
             item["answers"] = tree.answer_siblings(run.pk)
             items.append(item)
             placed.add(run.pk)
     for run in runs:  # runs whose trigger message is gone
         if run.pk not in placed:
             items.append(
-                _run_item(run, events_by_run, answers, by_run.get(run.pk, []), quota_blocks)
+                _run_item(run, events_by_run, answers, by_run.get(run.pk, []), quota_blocks, staff)
             )
     active = next((run for run in reversed(runs) if run.status in Run.ACTIVE_STATUSES), None)
-    return {"items": items, "last_seq": last_seq, "active_run": active}
+    # The composer's Stop and status line follow the run that works now (composer_state.html).
+    active_view = next(
+        (i["view"] for i in items if i["kind"] == "run" and active and i["run"].pk == active.pk),
+        None,
+    )
+    return {"items": items, "last_seq": last_seq, "active_run": active, "active_view": active_view}
 
 
 def _run_item(
@@ -83,8 +96,10 @@ def _run_item(
     answers: dict[int, Message],
     run_messages: list[Message],
     quota_blocks: bool = False,
+    staff: bool = False,
 ) -> dict:
-    """A run of the timeline, from what the page already read (no query per run)."""
+    """A run of the timeline, from what the page already read (no query per run); a
+    failure's technical detail only for a staff reader."""
     events = sorted(events_by_run.get(run.pk, []), key=lambda e: e[0])
     # Delivered follow-ups in delivery order, as selectors.run_inject_ids reads them.
     delivered = sorted(
@@ -110,6 +125,8 @@ def _run_item(
                 "status": run.status,
                 "retryable": not (quota_blocks and run.started_at is None),
             }
+    if staff:
+        view.error_detail = run.error_detail
     pending = _pending_injects(view, run_messages, run.is_active)
     return {"kind": "run", "run": run, "view": view, "pending_injects": pending}
 
@@ -160,6 +177,7 @@ def catch_up_frames(*, conversation_id: int, after_seq: int) -> tuple[list[str],
         run = Run.objects.get(pk=run_id)
         events = [(s, c, p) for s, _r, c, p in events_after(conversation_id, 0, run_id=run_id)]
         view = build_run_view(run_id, events, run_inject_ids(run_id))
+        view.error_detail = staff_detail(run_id)
         answer = run.messages.filter(role=Message.Role.ASSISTANT).order_by("-seq").first()
         if answer is not None:
             view.answer_text = answer.content
@@ -168,7 +186,9 @@ def catch_up_frames(*, conversation_id: int, after_seq: int) -> tuple[list[str],
         pending = _pending_injects(
             view, run.messages.filter(kind=Message.Kind.INJECT).order_by("seq"), run.is_active
         )
-        frames.append(render_run_block(view, run, pending_injects=pending, oob=True))
+        # With the composer's state for that run: the last run re-rendered sets it.
+        block = render_run_block(view, run, pending_injects=pending, oob=True)
+        frames.append(block + composer_frame(view))
         if any(seq > after_seq and channel == "title" for seq, channel, _ in events):
             frames.append(view.title_frame())  # given while the page was not listening
         # Fills the slot after this run (with the next run's block, if any, coming next).
@@ -220,3 +240,17 @@ def read_run_rows(view: RunView, channel: str | None = None) -> None:
         .first()
     )
     view.resumable = Run.objects.filter(pk=view.run_id, resume_trace__isnull=False).exists()
+    if channel in (None, "error", "saved"):
+        view.error_detail = staff_detail(view.run_id)
+
+
+def staff_detail(run_id: int) -> str:
+    """The run's technical failure detail when its conversation's owner is staff, else
+    "": a chat's live frames and pages are its owner's only, so the owner is the reader,
+    and a user who is not staff never gets the detail in any HTML."""
+    detail = (
+        Run.objects.filter(pk=run_id, conversation__owner__is_staff=True)
+        .values_list("error_detail", flat=True)
+        .first()
+    )
+    return detail or ""

@@ -58,7 +58,7 @@ from engine.events import AgentEvent, Compact, Done, ErrorEvent, Inject, Iterati
 from files.models import StoredFile
 from knowledge import retrieval as knowledge_retrieval
 from knowledge import selectors as knowledge_selectors
-from llms.failures import failure_message, translated
+from llms.failures import failure_message, retry_helps, translated
 from llms.selectors import default_model_for_user, model_get_for_user
 from llms.services import build_llm
 from tools.builtin.read_file import read_file_tool
@@ -171,6 +171,7 @@ class RunExecution:
         self.started = time.perf_counter()
         self.deadline_reached = False
         self.error_detail = ""  # the technical cause of a failure, for admins
+        self.retryable = True  # False: a Retry cannot help (llms.failures.retry_helps)
         self.swept = False  # reported interrupted by a sweep before it could close
         self.claimed: Run | None = None  # the run, once this execution claimed it
         self.saved_late = False  # readers saw the run's end before it could be written
@@ -425,6 +426,7 @@ class RunExecution:
             if status == Run.Status.FAILED:
                 # The engine's answer says it in plain words; its error is the detail.
                 self.error_detail, error = error, translated(self.result.answer) or error
+                self.retryable = retry_helps(self.result.answer)
             return status, error
         except CancelledRun:
             return Run.Status.CANCELLED, ""
@@ -432,6 +434,7 @@ class RunExecution:
             return Run.Status.FAILED, str(exc)
         except LLMError as exc:
             self.error_detail = f"{type(exc).__name__}: {exc}"
+            self.retryable = retry_helps(exc)
             return Run.Status.FAILED, failure_message(exc)
         except Exception as exc:  # the conversation must stay consistent whatever broke
             logger.exception("run %s crashed", self.run_id)
@@ -594,7 +597,7 @@ class RunExecution:
             await publisher.close()
             return
         kept = publisher.progress.answer_text  # saved as the incomplete answer below
-        ended = _report(status, error, kept, answered=self.answered)
+        ended = _report(status, error, kept, answered=self.answered, retryable=self.retryable)
         if self.answered:  # closed with its answer already: only the report is left
             try:
                 if ended is not None:
@@ -710,11 +713,14 @@ def _close_with_answer(*, answer: str, **close: Any) -> tuple[Message, Run | Non
     return closed
 
 
-def _report(status: str, error: str, kept: str, *, answered: bool) -> ErrorEvent | None:
+def _report(
+    status: str, error: str, kept: str, *, answered: bool, retryable: bool = True
+) -> ErrorEvent | None:
     """The error event telling how a run without a complete answer ended, if it needs one
-    (an incomplete answer that was saved says so in its done event)."""
+    (an incomplete answer that was saved says so in its done event); a failure that a
+    Retry cannot cure says so (the page then offers none)."""
     if status == Run.Status.FAILED:
-        return ErrorEvent(error or _("The run failed."), "failed", kept)
+        return ErrorEvent(error or _("The run failed."), "failed", kept, retryable)
     if status == Run.Status.CANCELLED:
         return ErrorEvent(_("Stopped."), "cancelled", kept)
     if status == Run.Status.INCOMPLETE and not answered:

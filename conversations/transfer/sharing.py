@@ -30,7 +30,7 @@ from django.utils.translation import gettext as _
 from audit.services import Client, record
 from conversations.models import Conversation, Message, Run, SharedLink
 from conversations.pages.citations import Citation, cited_numbers, link_citations
-from conversations.pages.items import OBSERVATION_PREVIEW_CHARS, ToolCard
+from conversations.pages.items import OBSERVATION_PREVIEW_CHARS, ToolCard, card_state
 from conversations.pages.rendering import sources_of
 from conversations.transfer.exporting import Branch, branch_load, run_cards
 from files.models import StoredFile
@@ -503,6 +503,7 @@ def _card_page(card: dict[str, Any], copied: list[dict[str, Any]]) -> dict[str, 
             artifacts.append({**_artifact_page(copied[index]), "index": index})
     return {
         **card,
+        "state": card_state(done=True, error=card.get("error")),
         "observation_preview": observation[:OBSERVATION_PREVIEW_CHARS],
         "observation_truncated": len(observation) > OBSERVATION_PREVIEW_CHARS
         or card.get("observation_cut", False),

@@ -107,6 +107,15 @@ class LLMError(Exception):
         super().__init__(message)
         self.message = message
         self.status_code = status_code
+        self.request = ""  # which request failed (method, URL, model): for the details
+
+    def about(self, request: str) -> LLMError:
+        """This error, saying which request failed (e.g. ``POST <url>, model m``): staff
+        read it in the run's details; users never see it (:func:`plain_message`)."""
+        self.request = request
+        self.message = f"{self.message} (request: {request})"
+        self.args = (self.message,)
+        return self
 
 
 class AuthenticationError(LLMError):
@@ -123,6 +132,13 @@ class RateLimitError(LLMError):
     ) -> None:
         super().__init__(message, status_code=status_code)
         self.retry_after = retry_after
+
+
+class QuotaExceededError(RateLimitError):
+    """429 saying the account's quota or credit is spent (OpenAI's ``insufficient_quota``):
+    unlike a rate limit, waiting does not help, so it is never retried."""
+
+    retryable = False
 
 
 class BadRequestError(LLMError):
@@ -157,6 +173,11 @@ def plain_message(exc: LLMError) -> str:
         return (
             "The model's provider refused its API key. "
             "An administrator needs to check the provider's settings."
+        )
+    if isinstance(exc, QuotaExceededError):
+        return (
+            "The model provider's quota for this site is spent. "
+            "An administrator needs to check the provider's plan or billing."
         )
     if isinstance(exc, RateLimitError):
         return "The model's provider is busy right now (rate limit). Retry in a moment."

@@ -53,6 +53,7 @@ from engine.llm.base import (
     ContextOverflowError,
     LLMError,
     LLMTimeoutError,
+    QuotaExceededError,
     RateLimitError,
     StreamEndedEarly,
     UnavailableError,
@@ -74,6 +75,8 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+# A 429 that no wait cures: the account's quota or credit is spent (OpenAI's code).
+QUOTA_MARKERS = ("insufficient_quota", "exceeded your current quota")
 CONTEXT_OVERFLOW_MARKERS = (
     "context_length_exceeded",  # OpenAI error code
     "maximum context length",  # OpenAI / vLLM message
@@ -198,6 +201,8 @@ def map_http_error(
     haystack = f"{message} {code}".lower()
     if status_code in (401, 403):
         return AuthenticationError(text, status_code=status_code)
+    if status_code == 429 and any(marker in haystack for marker in QUOTA_MARKERS):
+        return QuotaExceededError(text, status_code=429)
     if status_code == 429:
         return RateLimitError(text, status_code=429, retry_after=parse_retry_after(headers))
     if status_code >= 400 and any(marker in haystack for marker in CONTEXT_OVERFLOW_MARKERS):
@@ -369,7 +374,9 @@ class OpenAICompatibleLLM:
                 attempt = await self._back_off(error, attempt, "")
 
     def _error(self, status: int, body: Any, headers: Any = None) -> LLMError:
-        return map_http_error(status, body, headers, secret=self._api_key)
+        """The error of a failed request, saying which request it was (for staff)."""
+        error = map_http_error(status, body, headers, secret=self._api_key)
+        return error.about(f"POST {self.url}, model {self.model}")
 
     async def chat(
         self,

@@ -89,8 +89,13 @@
       held = [];
       frames.forEach(apply);
     }
-    form.addEventListener("htmx:beforeRequest", function () { posting = true; });
-    form.addEventListener("htmx:afterRequest", release);
+    // (The composer's own request: not its Stop button's, whose events bubble here too.)
+    form.addEventListener("htmx:beforeRequest", function (event) {
+      if (event.detail.elt === form) posting = true;
+    });
+    form.addEventListener("htmx:afterRequest", function (event) {
+      if (event.detail.elt === form) release();
+    });
     // Edit, Regenerate and Retry start a run too, and their response replaces the messages.
     // (When the clicked element is gone with them, htmx reports the request's end on an
     // ancestor still on the page.)
@@ -116,6 +121,18 @@
   // header's title input marked data-retitled: the tab takes it, and the sidebar's list
   // reloads to show it (its "conversations-changed" listener in the sidebar's template).
   // It never replaces the title while the user is typing one: theirs wins once sent.
+  // The composer's Stop and status line (templates/conversations/composer_state.html) follow
+  // the run that works: a late frame of an earlier run (its end written after an outage)
+  // must not put Send back while a later run works.
+  document.addEventListener("htmx:oobBeforeSwap", function (event) {
+    const target = event.detail.target;
+    if (!(target instanceof HTMLElement) || !/^composer-(status|stop)$/.test(target.id)) return;
+    const incoming = event.detail.fragment && event.detail.fragment.firstElementChild;
+    if (incoming && incoming.dataset.state === "idle" && target.dataset.state === "running" &&
+        incoming.dataset.run !== target.dataset.run) {
+      event.detail.shouldSwap = false;
+    }
+  });
   document.addEventListener("htmx:oobBeforeSwap", function (event) {
     const target = event.detail.target;
     if (target instanceof HTMLElement && target.id === "conversation-title" &&

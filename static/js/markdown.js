@@ -209,6 +209,18 @@
     if (lang === "mermaid" && !openFences.has(pre)) drawDiagram(block, pre, code.textContent);
   }
 
+  // A tool card's code arguments (conversations/pages/arguments.py), highlighted as in answers.
+  function highlightToolCode(root) {
+    if (!window.hljs) return;
+    const selector = ".tool-code pre > code[class*=language-]";
+    const codes = Array.from(root.querySelectorAll(selector));
+    if (root.matches(selector)) codes.push(root);
+    codes.forEach(function (code) {
+      const lang = languageOf(code);
+      if (!code.dataset.highlighted && window.hljs.getLanguage(lang)) window.hljs.highlightElement(code);
+    });
+  }
+
   document.addEventListener("click", function (event) {
     const button = event.target instanceof Element ? event.target.closest(".copy-code") : null;
     const code = button && button.parentElement.querySelector("pre > code");
@@ -220,14 +232,22 @@
   });
 
   // --- mermaid, in a sandboxed frame (the page's CSP refuses the <style> it needs)
+  //
+  // The frame (opaque origin) is handed the bundle by this page: fetched here, it is cached
+  // like any static file, where the frame's own download would not be (mermaid_frame.js).
 
-  const diagrams = new Map(); // source -> {promise, result, img}: drawn once per page
+  const diagrams = new Map(); // theme + source -> {promise, result, img}: drawn once per page
   let frameWindow = null;
   const replies = new Map();
   let nextId = 0;
 
   function mermaidFrame() {
     if (frameWindow) return frameWindow;
+    const bundle = fetch(script.dataset.mermaidBundle, { credentials: "same-origin" })
+      .then(function (response) {
+        if (!response.ok) throw new Error("mermaid: HTTP " + response.status);
+        return response.blob();
+      });
     frameWindow = new Promise(function (resolve) {
       const frame = document.createElement("iframe");
       frame.className = "mermaid-frame";
@@ -237,25 +257,39 @@
       frame.src = script.dataset.mermaidFrame;
       window.addEventListener("message", function (event) {
         if (event.source !== frame.contentWindow || !event.data) return;
+        if (event.data.hello) {
+          bundle.then(function (blob) { frame.contentWindow.postMessage({ bundle: blob }, "*"); });
+        }
         if (event.data.ready) resolve(frame.contentWindow);
         const reply = replies.get(event.data.id);
         if (reply) { replies.delete(event.data.id); reply(event.data); }
       });
       document.body.append(frame);
+      bundle.catch(function () { resolve(null); }); // no mermaid: the sources stay code
     });
     return frameWindow;
   }
 
-  function diagram(source) {
-    let entry = diagrams.get(source);
+  // The page's scheme, as app.css decides it: Settings' theme (<html data-theme>), else
+  // the system's.
+  function theme() {
+    const pinned = document.documentElement.dataset.theme;
+    if (pinned === "dark" || pinned === "light") return pinned;
+    return window.matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light";
+  }
+
+  function diagram(source, scheme) {
+    const key = scheme + "\n" + source;
+    let entry = diagrams.get(key);
     if (!entry) {
       entry = { result: null, img: null };
       pending += 1;
       entry.promise = mermaidFrame().then(function (win) {
+        if (!win) return { error: "mermaid did not load" };
         return new Promise(function (resolve) {
           const id = ++nextId;
           replies.set(id, resolve);
-          win.postMessage({ id: id, source: source }, "*");
+          win.postMessage({ id: id, source: source, theme: scheme }, "*");
         });
       }).then(function (result) {
         const ok = typeof result.src === "string" && result.src.startsWith("data:image/svg+xml,");
@@ -263,22 +297,27 @@
         pending -= 1;
         return entry.result;
       });
-      diagrams.set(source, entry);
+      diagrams.set(key, entry);
     }
     return entry;
   }
 
   function drawDiagram(block, pre, source) {
-    if (block.querySelector(".mermaid-diagram")) return;
-    const entry = diagram(source);
-    if (entry.result) return showDiagram(block, pre, entry);
+    const scheme = theme();
+    const shown = block.querySelector(":scope > .mermaid-diagram");
+    if (shown && shown.dataset.theme === scheme) return;
+    const entry = diagram(source, scheme);
+    if (entry.result) return showDiagram(block, pre, entry, scheme);
     entry.promise.then(function () {
-      if (pre.isConnected && pre.parentElement === block) showDiagram(block, pre, entry);
+      if (!pre.isConnected || pre.parentElement !== block) return;
+      if (theme() === scheme) showDiagram(block, pre, entry, scheme);
+      else drawDiagram(block, pre, source); // the scheme changed meanwhile
     });
   }
 
-  function showDiagram(block, pre, entry) {
-    if (entry.result.error || block.querySelector(".mermaid-diagram")) return;
+  function showDiagram(block, pre, entry, scheme) {
+    const shown = block.querySelector(":scope > .mermaid-diagram");
+    if (entry.result.error || (shown && shown.dataset.theme === scheme)) return;
     // The image a replaced answer showed moves to its replacement: nothing to decode again.
     let img = entry.img;
     if (!img || img.isConnected) {
@@ -291,11 +330,26 @@
     }
     const figure = document.createElement("figure");
     figure.className = "mermaid-diagram";
+    figure.dataset.theme = scheme;
     figure.append(img);
-    block.insertBefore(figure, pre);
+    if (shown) shown.replaceWith(figure); // drawn again in the other scheme
+    else block.insertBefore(figure, pre);
     block.classList.add("diagram");
     pre.hidden = true;
   }
+
+  // The scheme changed (the system's, or Settings' theme switch): the diagrams on the page
+  // are drawn again in it, each replacing its old image once ready.
+  function redrawDiagrams() {
+    document.querySelectorAll(".code-block > pre > code.language-mermaid").forEach(function (code) {
+      const pre = code.parentElement;
+      if (!openFences.has(pre)) drawDiagram(pre.parentElement, pre, code.textContent);
+    });
+  }
+  window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", redrawDiagrams);
+  new MutationObserver(redrawDiagrams).observe(document.documentElement, {
+    attributes: true, attributeFilter: ["data-theme"],
+  });
 
   // ------------------------------------------------------------------ live answers
 
@@ -467,11 +521,13 @@
         if (node.nodeType !== Node.ELEMENT_NODE) return;
         if (node.matches(".answer")) setUp(node);
         node.querySelectorAll(".answer").forEach(setUp);
+        highlightToolCode(node);
       });
     });
   }).observe(messages, { childList: true, subtree: true, characterData: true });
 
   messages.querySelectorAll(".answer").forEach(setUp);
+  highlightToolCode(messages);
 
   // For tests and debugging: how many renders and diagrams are still to come.
   window.agentsiteMarkdown = { pending: function () { return pending; } };

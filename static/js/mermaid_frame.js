@@ -1,17 +1,35 @@
 // Draws mermaid diagrams for the chat page that frames this document (markdown.js), in a
 // sandbox whose policy allows the inline styles mermaid needs (tools/markdown/views.py).
-// The page posts {id, source}; the answer is {id, src: an SVG data: URL, width, height}
-// or {id, error}. One diagram at a time, in the order asked.
+//
+// The frame's origin is opaque, and Chromium keeps no HTTP cache for what an opaque
+// origin loads: a <script src> of the 5.5 MB bundle here would download it at every
+// page view. So the page fetches the bundle (cached like any static file of the site)
+// and hands it over as a Blob, run from a blob: URL (the frame's policy allows blob:
+// scripts; only the page that frames it can post one).
+//
+// The page posts {bundle: Blob} once, then {id, source, theme}; the answers are
+// {hello} (send the bundle), {ready}, then per diagram {id, src: an SVG data: URL,
+// width, height} or {id, error}. One diagram at a time, in the order asked.
 (function () {
   "use strict";
-  window.mermaid.initialize({
-    startOnLoad: false,
-    securityLevel: "strict", // labels are text: no HTML, no links, no click handlers
-    theme: "neutral",
-    htmlLabels: false, // SVG text: an <img> shows it as drawn (no foreignObject)
-    flowchart: { htmlLabels: false },
-    deterministicIds: true, // the same source gives the same SVG
-  });
+  const THEMES = { dark: "dark", light: "neutral" };
+  let theme = null;
+
+  function configure(name) {
+    if (name === theme) return;
+    theme = name;
+    window.mermaid.initialize({
+      startOnLoad: false,
+      securityLevel: "strict", // labels are sanitised: no script, no links, no click handlers
+      theme: THEMES[name] || THEMES.light,
+      // HTML labels: the SVG-text labels of mermaid drop a bare ">" ("Tokens >= 1?" was
+      // drawn "Tokens = 1?", mermaid issues 4390 and 7016). An <img> draws the
+      // foreignObject they use, and runs nothing in it.
+      htmlLabels: true,
+      flowchart: { htmlLabels: true },
+      deterministicIds: true, // the same source gives the same SVG
+    });
+  }
 
   // A short name for a source: the same diagram gets the same element ids every time.
   function name(source) {
@@ -20,8 +38,9 @@
     return "diagram-" + (hash >>> 0).toString(36);
   }
 
-  async function draw(id, source) {
+  async function draw(id, source, themeName) {
     try {
+      configure(themeName);
       const { svg } = await window.mermaid.render(name(source), source);
       const root = new DOMParser().parseFromString(svg, "image/svg+xml").documentElement;
       const box = root.viewBox.baseVal;
@@ -38,12 +57,30 @@
     }
   }
 
+  // The bundle, from the page: run once, from a blob: URL of this frame.
+  let loading = null;
+  function load(bundle) {
+    if (loading) return;
+    loading = new Promise(function (resolve, reject) {
+      const script = document.createElement("script");
+      script.src = URL.createObjectURL(bundle);
+      script.onload = resolve;
+      script.onerror = reject;
+      document.head.append(script);
+    }).then(function () {
+      window.parent.postMessage({ ready: true }, "*");
+    });
+  }
+
   let queue = Promise.resolve();
   window.addEventListener("message", function (event) {
     const data = event.data || {};
-    if (event.source !== window.parent || typeof data.id !== "number") return;
-    if (typeof data.source !== "string") return;
-    queue = queue.then(function () { return draw(data.id, data.source); });
+    if (event.source !== window.parent) return;
+    if (data.bundle instanceof Blob) return load(data.bundle);
+    if (typeof data.id !== "number" || typeof data.source !== "string" || !loading) return;
+    queue = queue.then(function () { return loading; }).then(
+      function () { return draw(data.id, data.source, data.theme); },
+      function () { window.parent.postMessage({ id: data.id, error: "mermaid did not load" }, "*"); });
   });
-  window.parent.postMessage({ ready: true }, "*");
+  window.parent.postMessage({ hello: true }, "*");
 })();

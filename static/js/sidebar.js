@@ -1,7 +1,8 @@
 // The conversations sidebar (templates/conversations/sidebar.html): on a wide screen it
 // can be hidden, and stays so from page to page (localStorage); on a phone-width screen
 // it is a drawer, opened by the menu button and closed by choosing a conversation or
-// tapping outside it. Loaded in <head>, not deferred, so a hidden sidebar never flashes.
+// tapping outside it; the header's links join it there (on other pages they are the
+// drawer). Loaded in <head>, not deferred, so a hidden sidebar never flashes.
 (function () {
   "use strict";
   const KEY = "agentsite.sidebar";
@@ -35,14 +36,19 @@
     }
     sync();
     if (isOpen() && phone.matches) {
-      const search = document.getElementById("sidebar-search");
-      if (search) search.focus({ preventScroll: true });
+      // The search of the conversations, or on other pages the first of the links.
+      const first = document.querySelector("#sidebar-search, #nav-drawer a");
+      if (first) first.focus({ preventScroll: true });
     }
   }
   function closeDrawer() {
     if (!root.classList.contains("sidebar-open")) return false;
+    const drawer = document.activeElement && document.activeElement.closest(".sidebar");
     root.classList.remove("sidebar-open");
     sync();
+    // The keyboard's place goes back to the button that opened it, not to a hidden link.
+    const button = document.querySelector("[data-sidebar-toggle]");
+    if (drawer && button) button.focus({ preventScroll: true });
     return true;
   }
   // For static/js/shortcuts.js: Ctrl+Shift+S toggles, Esc closes the drawer.
@@ -51,7 +57,22 @@
     closeDrawer: closeDrawer,
     present: function () { return !!document.getElementById("sidebar"); },
   };
-  phone.addEventListener("change", function () { root.classList.remove("sidebar-open"); sync(); });
+  // On a phone the header's links (base.html's #topnav) live in the drawer, under the
+  // conversations or alone (#nav-drawer); on a wide screen they go back to the header.
+  let navHome = null;
+  function placeNav() {
+    const nav = document.getElementById("topnav");
+    const slot = document.querySelector("[data-drawer-nav]");
+    if (!nav || !slot) return;
+    if (!navHome) navHome = { parent: nav.parentElement, next: nav.nextSibling };
+    if (phone.matches) {
+      if (nav.parentElement !== slot) slot.appendChild(nav);
+    } else if (nav.parentElement !== navHome.parent) {
+      const next = navHome.next && navHome.next.parentNode === navHome.parent ? navHome.next : null;
+      navHome.parent.insertBefore(nav, next);
+    }
+  }
+  phone.addEventListener("change", function () { root.classList.remove("sidebar-open"); placeNav(); sync(); });
 
   document.addEventListener("click", function (event) {
     const target = event.target instanceof Element ? event.target : null;
@@ -72,7 +93,7 @@
       else if (link) link.removeAttribute("aria-current");
     });
   }
-  document.addEventListener("DOMContentLoaded", function () { markCurrent(); sync(); });
+  document.addEventListener("DOMContentLoaded", function () { placeNav(); markCurrent(); sync(); });
   document.addEventListener("htmx:afterSettle", markCurrent);
   document.addEventListener("htmx:pushedIntoHistory", markCurrent);
   window.addEventListener("popstate", markCurrent);
@@ -162,6 +183,41 @@
       source: zone, target: "#conversation-list", swap: "outerHTML settle:0ms",
       values: { folder: zone.dataset.folderDrop },
     });
+  });
+
+  // One tab stop per chat (issue 47): a row's "⋯" menu is not in the tab order; from the
+  // row's link, Right arrow (or Shift+F10, the context-menu key) opens it at its first
+  // field, Esc in it closes it back to the link, and Up/Down walk the chats' links.
+  function rowLinks() {
+    return Array.from(document.querySelectorAll("#sidebar .conversation-row > a[data-chat-link]"))
+      .filter(function (link) { return link.offsetParent !== null; });
+  }
+  document.addEventListener("keydown", function (event) {
+    if (event.defaultPrevented || event.isComposing || event.ctrlKey || event.metaKey || event.altKey) return;
+    const target = event.target instanceof Element ? event.target : null;
+    if (!target) return;
+    const link = target.closest("#sidebar .conversation-row > a[data-chat-link]");
+    if (link) {
+      const menu = link.parentElement.querySelector(":scope > details.row-menu");
+      if (menu && (event.key === "ArrowRight" || event.key === "ContextMenu" || (event.key === "F10" && event.shiftKey))) {
+        event.preventDefault();
+        menu.open = true;
+        const first = menu.querySelector("input:not([type=hidden]), select, button");
+        if (first) first.focus();
+      } else if ((event.key === "ArrowDown" || event.key === "ArrowUp") && !event.shiftKey) {
+        const links = rowLinks();
+        const next = links[links.indexOf(link) + (event.key === "ArrowDown" ? 1 : -1)];
+        if (next) { event.preventDefault(); next.focus(); }
+      }
+      return;
+    }
+    const open = event.key === "Escape" ? target.closest("#sidebar .conversation-row > details.row-menu[open]") : null;
+    if (open) {
+      event.preventDefault();
+      open.open = false;
+      const back = open.parentElement.querySelector(":scope > a[data-chat-link]");
+      if (back) back.focus();
+    }
   });
 
   // <button hx-post data-confirm="…">: htmx asks first (static/js/behaviours.js does the

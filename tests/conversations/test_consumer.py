@@ -94,7 +94,10 @@ async def test_reconnect_catches_up_then_streams_without_duplicates(client, user
     catch_up = await socket.receive_from(timeout=2)
     assert f'id="run-{run.pk}"' in catch_up and 'hx-swap-oob="outerHTML"' in catch_up
     assert "Part one." in catch_up and f'id="card-{run.pk}-1"' in catch_up
-    assert catch_up.count("hx-swap-oob") == 1  # one idempotent block, no nested swaps
+    # One idempotent block (no nested swaps), then the composer's status line and Stop.
+    block, _, composer = catch_up.partition('<div id="composer-status"')
+    assert block.count("hx-swap-oob") == 1 and composer.count("hx-swap-oob") == 2
+    assert "Running calculator" in composer and f'data-run="{run.pk}"' in composer
 
     await publisher.on_event(AnswerDelta("Part two."))
     live = await socket.receive_from(timeout=2)

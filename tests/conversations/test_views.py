@@ -58,7 +58,25 @@ def test_followup_while_running_shows_inject_item(user_client, conversation, use
     response = user_client.post(f"/c/{conversation.pk}/messages/", {"content": "and more"})
     html = response.content.decode()
     inject = Message.objects.get(kind="inject")
-    assert f'id="inject-{inject.pk}"' in html and "beforeend:#steps-" in html
+    # Below the run's answer (the steps take it in when the agent reads it).
+    assert f'id="inject-{inject.pk}"' in html and "beforeend:#followups-" in html
+
+
+def test_the_composer_has_stop_while_a_run_works_and_send_alone_after(
+    user_client, conversation, user
+):
+    """The page renders the composer's state (templates/conversations/composer_state.html)
+    as the live frames leave it: a reload mid-run shows Stop, after the run Send alone."""
+    _message, run, _ = services.message_post(conversation=conversation, user=user, content="hi")
+    html = user_client.get(f"/c/{conversation.pk}/").content.decode()
+    stop = html[html.index('id="composer-stop"') :]
+    assert f'data-run="{run.pk}" data-state="running"' in stop.split(">", 1)[0]
+    assert f'hx-post="/runs/{run.pk}/cancel/"' in stop.split("</span>", 1)[0]
+    assert "Working…" in html[html.index('id="composer-status"') :].split("</div>", 1)[0]
+
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.SUCCEEDED)
+    html = user_client.get(f"/c/{conversation.pk}/").content.decode()
+    assert 'data-state="running"' not in html and "composer-stop" in html
 
 
 def test_empty_and_oversized_messages_get_clear_errors(user_client, conversation, settings):

@@ -344,7 +344,8 @@ def test_follow_up_is_injected_and_answered(
     expect(chat_page.locator(f"#status-{run_id}")).to_contain_text("Thinking (step 1)")
 
     send(chat_page, follow_up)
-    injected = chat_page.locator(f"#steps-{run_id} .msg.inject")
+    # Waiting below the answer, then (taken in) one of the run's steps.
+    injected = chat_page.locator(f"#run-{run_id} .msg.inject")
     expect(injected).to_contain_text(follow_up)
     expect(injected).to_contain_text("the agent will read it after its current step")
     expect(injected).to_contain_text("delivered to the agent")

@@ -30,8 +30,9 @@ NUMBERS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine
 
 
 def pending_follow_up(page: Page, run_id: int) -> Locator:
-    """The run's follow-ups shown in its steps (sent, or taken in by the agent)."""
-    return page.locator(f"#steps-{run_id} .msg.inject")
+    """The run's follow-ups shown in its block: waiting below its answer (sent), or in its
+    steps (taken in by the agent)."""
+    return page.locator(f"#run-{run_id} .msg.inject")
 
 
 def visible_text(page: Page) -> str:

@@ -123,7 +123,7 @@ def admin_pages(staff: Any) -> list[str]:
         pages.append(app["app_url"])
         for model in app["models"]:
             pages += [url for url in (model.get("admin_url"), model.get("add_url")) if url]
-    return pages
+    return [*pages, "/admin/llms/provider/connect/"]  # "Add a connection", linked from them
 
 
 def page_english(client: Client, url: str, language: str, allowed: set[str]) -> list[str]:

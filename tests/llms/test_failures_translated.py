@@ -12,6 +12,7 @@ from engine.llm.base import (
     ContextOverflowError,
     LLMError,
     LLMTimeoutError,
+    QuotaExceededError,
     RateLimitError,
     StreamEndedEarly,
     UnavailableError,
@@ -22,6 +23,7 @@ from llms.failures import PLAIN_MESSAGES, failure_message
 FAILURES = [
     AuthenticationError("401"),
     RateLimitError("429"),
+    QuotaExceededError("429 insufficient_quota"),
     ContextOverflowError("too long"),
     BadRequestError("400"),
     LLMTimeoutError("slow"),

@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+import httpx
 import jsonschema
 from django.utils.translation import gettext as _
 
@@ -47,7 +48,14 @@ from tools.net.guard import NetPolicy, UnsafeURLError, parse_ip_literal
 from tools.net.safehttp import DROP_HEADERS, REFUSE, FetchError, safe_request
 from tools.registry import ToolContext, ToolSpec, register
 
-__all__ = ["allowed_origins", "call_needs_confirmation", "fill_url_template", "tool_name_for"]
+__all__ = [
+    "allowed_origins",
+    "call_needs_confirmation",
+    "fill_url_template",
+    "request_preview",
+    "secret_header_names",
+    "tool_name_for",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -191,6 +199,7 @@ def _endpoint_tool(
     headers = {str(k): str(v) for k, v in (endpoint.get("headers") or {}).items()}
     headers.update(secrets.get("*", {}))
     headers.update(secrets.get(str(endpoint["name"]), {}))
+    credentials = secret_header_names(endpoint, secrets)
     parameters = endpoint.get("parameters") or {"type": "object", "properties": {}}
     cross_origin = str(endpoint.get("cross_origin_redirects") or REFUSE)
     if cross_origin not in REDIRECT_POLICIES:
@@ -227,11 +236,16 @@ def _endpoint_tool(
     def needs_approval(arguments: dict[str, Any]) -> str | None:
         if not call_needs_confirmation(endpoint, arguments):
             return None
-        # Shown to the user on the approval card (never sent to the model).
-        return _("It sends %(method)s %(url)s with your administrator's credentials.") % {
-            "method": method,
-            "url": template,
+        # Shown to the user on the approval card (never sent to the model), above the
+        # concrete request (preview).
+        if method == "GET":
+            return _("An administrator asked that each call of this endpoint be confirmed.")
+        return _("A %(method)s request may change data on the system it is sent to.") % {
+            "method": method
         }
+
+    def preview(arguments: dict[str, Any]) -> dict[str, Any]:
+        return request_preview(method, template, arguments, credentials)
 
     return Tool(
         name=name,
@@ -240,7 +254,36 @@ def _endpoint_tool(
         func=call,
         timeout=timeout + 5,
         confirm_if=needs_approval,
+        preview=preview,
     )
+
+
+def secret_header_names(
+    endpoint: Mapping[str, Any], secrets: Mapping[str, Mapping[str, str]]
+) -> list[str]:
+    """The names of the headers a call of ``endpoint`` takes from the configured secret
+    headers (``*`` and its own), never their values: what the approval card says it
+    would send. [] when the administrator set none for it."""
+    names = {*secrets.get("*", {}), *secrets.get(str(endpoint.get("name")), {})}
+    return sorted(names, key=str.lower)
+
+
+def request_preview(
+    method: str, template: str, arguments: Mapping[str, Any], credentials: list[str]
+) -> dict[str, Any]:
+    """The request a call would send, as the user approves it: the method, the URL with
+    the arguments filled in (and the query string of a GET, DELETE or HEAD), the JSON
+    body (POST, PUT, PATCH; None otherwise) and the names of its credentials. A URL the
+    arguments cannot fill stays the template (the call then fails without sending)."""
+    try:
+        url, rest = fill_url_template(template, dict(arguments))
+    except TemplateError:
+        return {"method": method, "url": template, "body": None, "credentials": credentials}
+    if method in BODY_METHODS:
+        return {"method": method, "url": url, "body": rest, "credentials": credentials}
+    if rest:
+        url = str(httpx.URL(url).copy_merge_params(rest))
+    return {"method": method, "url": url, "body": None, "credentials": credentials}
 
 
 def _unavailable(config: dict[str, Any]) -> str:

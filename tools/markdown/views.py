@@ -5,9 +5,10 @@ which the site's Content-Security-Policy refuses (no ``'unsafe-inline'``). Inste
 relaxing the policy of every page, the diagrams are drawn here: a hidden frame whose own
 policy allows inline styles and nothing else beyond the site's. ``sandbox allow-scripts``
 gives it an opaque origin, so even a diagram that fooled mermaid could not read the chat
-page, its cookies or the API; it loads only this app's scripts, connects nowhere, and
-hands back each diagram as SVG text, which the page shows as an ``<img>`` (an image runs
-no script and loads nothing).
+page, its cookies or the API; it runs only this app's scripts (mermaid's bundle is handed
+over by the page as a Blob: what an opaque origin downloads is not cached), connects
+nowhere, and hands back each diagram as SVG text, which the page shows as an ``<img>``
+(an image runs no script and loads nothing).
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ __all__ = ["MERMAID_FRAME_POLICY", "mermaid_frame"]
 MERMAID_FRAME_POLICY: dict[str, list[str]] = {
     "sandbox": ["allow-scripts"],  # scripts, but an opaque origin: no cookies, no API
     "default-src": [NONE],
-    "script-src": [SELF],  # mermaid and its message handler, from static/
+    # Its message handler from static/; mermaid from a blob: URL of the bundle the page
+    # fetched and posted (an opaque origin's own loads are never cached).
+    "script-src": [SELF, "blob:"],
     "style-src": [SELF, UNSAFE_INLINE],  # mermaid's <style> and style="" (the one relaxation)
     "img-src": [SELF, "data:"],
     "font-src": [SELF],

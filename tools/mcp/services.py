@@ -15,6 +15,7 @@ import logging
 import re
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import jsonschema
 from asgiref.sync import async_to_sync, sync_to_async
@@ -134,7 +135,22 @@ def _build_tool(
         # The admin's switch on the server's row covers each of its tools; the row's
         # list names more.
         requires_confirmation=server.tool_requires_confirmation(remote_name),
+        preview=lambda arguments: mcp_call_preview(endpoint, remote_name),
     )
+
+
+def mcp_call_preview(endpoint: MCPEndpoint, remote_name: str) -> dict[str, Any]:
+    """What a call of an MCP tool sends, for its approval card: the server and the tool,
+    and for a server over HTTP its URL and the names of the headers it adds (never their
+    values; [] when the administrator set none). The URL without its user part, query or
+    fragment: some servers take a key there. The arguments show beside it."""
+    preview: dict[str, Any] = {"server": endpoint.name, "tool": remote_name}
+    if endpoint.url and endpoint.transport != MCPServer.Transport.STDIO:
+        parts = urlsplit(endpoint.url)
+        netloc = parts.netloc.rpartition("@")[2]
+        preview["url"] = urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+        preview["credentials"] = sorted(endpoint.headers or {}, key=str.lower)
+    return preview
 
 
 def mcp_tool_listing(server: MCPServer) -> list[tuple[str, dict[str, Any]]]:

@@ -79,7 +79,7 @@ def test_pinned_first_then_folders_then_the_rest(user_client, user, chat_model):
     assert f'<option value="{clients.pk}">Work › Clients</option>' in html
     assert f'<option value="{work.pk}" selected>Work</option>' in html  # the Report row's
     # The headings of the list as before are still there for the rest.
-    assert '<li class="group" role="presentation"><h3>Today</h3></li>' in html
+    assert '<li class="group"><h3>Today</h3></li>' in html
 
 
 def test_a_closed_folder_is_rendered_closed(user_client, user, chat_model):
