@@ -25,6 +25,7 @@ from conversations.pages.rendering import ToolCard, build_run_view, sources_of
 from core.errors import ApplicationError
 
 __all__ = [
+    "ENDINGS",
     "EXPORT_FORMAT",
     "EXPORT_VERSION",
     "Branch",
@@ -34,6 +35,7 @@ __all__ = [
     "export_json",
     "export_markdown",
     "run_cards",
+    "run_ending",
 ]
 
 EXPORT_FORMAT = "agentsite.conversation"
@@ -265,10 +267,10 @@ def _card_markdown(card: ToolCard) -> str:
     return "\n\n".join(parts)
 
 
-_ENDINGS = (Run.Status.FAILED, Run.Status.CANCELLED, Run.Status.INCOMPLETE)
+ENDINGS = (Run.Status.FAILED, Run.Status.CANCELLED, Run.Status.INCOMPLETE)
 
 
-def _ending(run: Run) -> str:
+def run_ending(run: Run) -> str:
     """How a run that did not succeed ended, with its error when it has one."""
     if run.error:
         if run.status == Run.Status.FAILED:
@@ -314,8 +316,8 @@ def export_markdown(*, conversation: Conversation) -> str:
         finished.add(run_id)
         add_cards(run_id)
         run = runs[run_id]
-        if run.status in _ENDINGS:
-            blocks.append(f"*{_ending(run)}*")
+        if run.status in ENDINGS:
+            blocks.append(f"*{run_ending(run)}*")
 
     previous: int | None = None
     for message in branch.messages:

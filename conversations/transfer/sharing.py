@@ -32,7 +32,7 @@ from conversations.models import Conversation, Message, Run, SharedLink
 from conversations.pages.citations import Citation, cited_numbers, link_citations
 from conversations.pages.items import OBSERVATION_PREVIEW_CHARS, ToolCard, card_state
 from conversations.pages.rendering import sources_of
-from conversations.transfer.exporting import Branch, branch_load, run_cards
+from conversations.transfer.exporting import ENDINGS, Branch, branch_load, run_cards, run_ending
 from files.models import StoredFile
 from knowledge.models import Chunk
 from knowledge.selectors import readable_bases
@@ -57,24 +57,6 @@ __all__ = [
 SNAPSHOT_VERSION = 1
 OBSERVATION_MAX_CHARS = 20_000
 INLINE_MARKDOWN_BYTES = 512 * 1024
-
-_ENDINGS = (Run.Status.FAILED, Run.Status.CANCELLED, Run.Status.INCOMPLETE)
-
-
-def _ending(run: Run) -> str:
-    """How a run that did not succeed ended, with its error when it has one."""
-    if run.error:
-        if run.status == Run.Status.FAILED:
-            return _("The run failed: %(error)s") % {"error": run.error}
-        if run.status == Run.Status.CANCELLED:
-            return _("The run was stopped: %(error)s") % {"error": run.error}
-        return _("The answer is incomplete: %(error)s") % {"error": run.error}
-    if run.status == Run.Status.FAILED:
-        return _("The run failed.")
-    if run.status == Run.Status.CANCELLED:
-        return _("The run was stopped.")
-    return _("The answer is incomplete.")
-
 
 # ----------------------------------------------------------------------- services
 
@@ -192,8 +174,8 @@ def _items(
         placed.add(run_id)
         run = runs[run_id]
         ending = ""
-        if run.status in _ENDINGS:
-            ending = _ending(run)
+        if run.status in ENDINGS:
+            ending = run_ending(run)
         usage = run.usage or {}
         its_cards = cards.get(run_id, [])
         text = answer.content if answer is not None else ""
