@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -15,6 +14,7 @@ from llms.connection_setup import (
     connection_kinds,
     endpoint_models_fetch,
 )
+from llms.management.environment import api_key_from_environment
 
 
 class Command(BaseCommand):
@@ -48,7 +48,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        api_key = self._api_key(options["api_key_env"])
+        api_key = api_key_from_environment(options["api_key_env"])
         if not options["model"] and not options["all"]:
             self._list(options, api_key)
             return
@@ -82,12 +82,3 @@ class Command(BaseCommand):
         for model_id in models:
             self.stdout.write(f"  {model_id}")
         self.stdout.write("Add some with --model ID (repeatable) or --all; nothing was changed.")
-
-    @staticmethod
-    def _api_key(variable: str | None) -> str | None:
-        if not variable:
-            return None
-        value = os.environ.get(variable)
-        if value is None:
-            raise CommandError(f"environment variable {variable} is not set")
-        return value.strip() or None

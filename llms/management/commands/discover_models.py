@@ -7,7 +7,6 @@ Lists the OpenAI-compatible servers answering on the usual loopback ports
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -22,6 +21,7 @@ from llms.discovery import (
     discovered_model_add,
     discovery_ports,
 )
+from llms.management.environment import api_key_from_environment
 
 
 class Command(BaseCommand):
@@ -97,7 +97,7 @@ class Command(BaseCommand):
         )
 
     def _add(self, port: str, model_id: str, *, make_default: bool, options: dict) -> None:
-        api_key = self._api_key(options["api_key_env"])
+        api_key = api_key_from_environment(options["api_key_env"])
         try:
             number = int(port)
         except ValueError:
@@ -115,12 +115,3 @@ class Command(BaseCommand):
         self.stdout.write(added.summary())
         if not added.report.reachable:
             raise CommandError("the model did not answer a plain chat")
-
-    @staticmethod
-    def _api_key(variable: str | None) -> str | None:
-        if not variable:
-            return None
-        value = os.environ.get(variable)
-        if value is None:
-            raise CommandError(f"environment variable {variable} is not set")
-        return value.strip() or None
