@@ -29,6 +29,7 @@ from django.utils.translation import gettext as _
 
 from audit.services import Client, record
 from conversations.models import Conversation, Message, Run, SharedLink
+from conversations.pages.arguments import code_arguments, other_arguments
 from conversations.pages.citations import Citation, cited_numbers, link_citations
 from conversations.pages.items import OBSERVATION_PREVIEW_CHARS, ToolCard, card_state
 from conversations.pages.rendering import sources_of
@@ -483,9 +484,13 @@ def _card_page(card: dict[str, Any], copied: list[dict[str, Any]]) -> dict[str, 
     for index in card.get("artifacts", []):
         if isinstance(index, int) and 0 <= index < len(copied):
             artifacts.append({**_artifact_page(copied[index]), "index": index})
+    tool_name, args = card.get("tool_name", ""), card.get("tool_args")
     return {
         **card,
         "state": card_state(done=True, error=card.get("error")),
+        # Code as code, the rest as JSON, as the chat shows them (pages/arguments.py).
+        "code_arguments": code_arguments(tool_name, args),
+        "other_arguments": other_arguments(tool_name, args),
         "observation_preview": observation[:OBSERVATION_PREVIEW_CHARS],
         "observation_truncated": len(observation) > OBSERVATION_PREVIEW_CHARS
         or card.get("observation_cut", False),

@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.utils import timezone
 
 import engine
 from conversations import services
-from conversations.models import SharedLink
+from conversations.models import Run, SharedLink
 from conversations.transfer import sharing
 from tests.conversations.branches.trees import build_tree, tool_events
 from tools.artifacts import artifact_save
@@ -208,3 +209,23 @@ def test_the_admin_lists_links_without_their_tokens(client, staff_user, tree):
     assert "Trip plan" in listing.content.decode()
     assert share.token not in listing.content.decode() + change.content.decode()
     assert 'name="revoked_at_0"' in change.content.decode()  # an admin may revoke it
+
+
+def test_a_shared_tool_card_shows_code_arguments_as_code(client, user):
+    conversation = services.conversation_create(owner=user, title="Code")
+    question = services.message_create(conversation=conversation, role="user", content="Run it")
+    run = Run.objects.create(
+        conversation=conversation,
+        trigger_message=question,
+        status=Run.Status.SUCCEEDED,
+        finished_at=timezone.now(),
+    )
+    code = 'total = 0\nfor n in range(3):\n    total += n\nprint(f"{total} done")'
+    tool_events(run, {"code": code, "timeout": 5}, "3 done", tool="python")
+    services.message_create(conversation=conversation, role="assistant", content="3.", run=run)
+
+    html = _public(client, sharing.share_create(conversation=conversation)).content.decode()
+
+    assert '<code class="language-python">total = 0\nfor n in range(3):' in html
+    assert "print(f&quot;{total} done&quot;)</code>" in html
+    assert "&quot;timeout&quot;: 5" in html and "\\n" not in html.split("tool-args")[1][:200]
