@@ -459,7 +459,10 @@ def _usage_add(
     )
     if priced:
         return True
-    if not rows.update(**counts):
+    # Only a row of another currency takes the tokens without the cost. No row (or one
+    # another process made since, in this currency): the caller creates it, and its
+    # racing insert comes back here to the priced update above.
+    if not rows.exclude(currency__in=("", cost.currency)).update(**counts):
         return False
     logger.warning(
         "usage of user %s with model %s on %s: the model's currency changed to %s during "
