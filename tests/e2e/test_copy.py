@@ -54,6 +54,7 @@ def test_a_new_api_tokens_copy_button_copies_it(
     chat_page.get_by_role("button", name="Create token").click()
     token = chat_page.get_by_label("New API token").input_value()
     assert len(token) > 20
+    chat_page.wait_for_load_state()  # the deferred behaviours.js (the Copy handler) has run
     copy = chat_page.locator("#new-token").get_by_role("button", name="Copy")
     copy.click()
     expect(copy).to_have_class(re.compile(r"\bcopied\b"))
