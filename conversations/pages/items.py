@@ -27,11 +27,12 @@ def partial(name: str, context: dict[str, Any]) -> str:
     return render_to_string(f"{PARTIALS}#{name}", context)
 
 
-def card_state(*, done: bool, error: str | None) -> str:
-    """A tool card's state, its CSS class and status word: running, ok, failed, or
-    denied / expired for a call the user did not approve (it was not run)."""
+def card_state(*, done: bool, error: str | None, waiting: bool = False) -> str:
+    """A tool card's state, its CSS class and status word: running (or waiting, while the
+    user is asked to approve the call), ok, failed, or denied / expired for a call the
+    user did not approve (it was not run)."""
     if not done:
-        return "running"
+        return "waiting" if waiting else "running"
     if not error:
         return "ok"
     return _NOT_APPROVED.get(error, "failed")
@@ -47,10 +48,11 @@ class ToolCard:
     error: str | None = None
     elapsed: float | None = None
     done: bool = False
+    waiting: bool = False  # for the user's approval: the call has not started
 
     @property
     def state(self) -> str:
-        return card_state(done=self.done, error=self.error)
+        return card_state(done=self.done, error=self.error, waiting=self.waiting)
 
     @property
     def code_arguments(self) -> list[CodeArgument]:

@@ -180,9 +180,8 @@ class RunView:
             card.error = payload.get("error")
             card.elapsed = payload.get("iter_elapsed")
             card.done = True
-            if not render:
-                return ""
-            return partial("tool-card", {"card": card, "oob": True})
+            card.waiting = False
+            return self._card_frame(card, render)
         if kind == "answer":
             return self.set_status(_("Writing the answer…"), render)
         return ""
@@ -304,6 +303,11 @@ class RunView:
             )
             self.items.append(item)
             frame = self.append_item(item, render)
+            card = self._card_asked_about(item.extra["tool_name"], item.extra["tool_args"])
+            if card is not None:
+                card.waiting = True
+                item.extra["card"] = card
+                frame += self._card_frame(card, render)
             return frame + self.set_status(
                 _("Waiting for your approval of %(tool)s…") % {"tool": item.extra["tool_name"]},
                 render,
@@ -312,9 +316,24 @@ class RunView:
         if item is None:
             return ""
         item.extra["status"] = payload.get("status", "")
+        card = item.extra.get("card")
+        card_frame = ""
+        if card is not None and card.waiting:
+            card.waiting = False  # approved: it runs; refused: its end follows
+            card_frame = self._card_frame(card, render)
         if not render:
             return ""
-        return partial("approval-item", {"item": item, "view": self, "oob": True})
+        return partial("approval-item", {"item": item, "view": self, "oob": True}) + card_frame
+
+    def _card_asked_about(self, tool_name: str, tool_args: dict[str, Any]) -> ToolCard | None:
+        """The open card of the call an approval asks about: the same tool and arguments,
+        else the latest open card of that tool."""
+        cards = [c for c in self.open_cards() if c.tool_name == tool_name and not c.waiting]
+        same = [c for c in cards if c.tool_args == tool_args]
+        return (same or cards or [None])[-1]
+
+    def _card_frame(self, card: ToolCard, render: bool) -> str:
+        return partial("tool-card", {"card": card, "oob": True}) if render else ""
 
     def approval_item(self, call_id: str) -> StepItem | None:
         return next(

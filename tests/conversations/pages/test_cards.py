@@ -188,6 +188,38 @@ def test_a_real_tool_error_still_shows_as_failed() -> None:
     assert card_state(done=True, error="HTTP 500") == "failed"
     assert card_state(done=True, error=None) == "ok"
     assert card_state(done=False, error=None) == "running"
+    assert card_state(done=False, error=None, waiting=True) == "waiting"
+
+
+def test_a_call_waiting_for_approval_says_so_on_its_card_not_running() -> None:
+    view = RunView(run_id=3)
+    start = {"type": "iteration", "status": "start", "iteration": 1, "tool_name": "erase",
+             "tool_args": {"path": "/notes"}}  # fmt: skip
+    view.apply(1, "step", start)
+    asked = view.apply(2, "approval", {"status": "requested", "call_id": "a-1",
+                                       "tool_name": "erase", "tool_args": {"path": "/notes"},
+                                       "reason": ""})  # fmt: skip
+
+    assert 'class="tool-card waiting"' in asked, asked  # the card, redrawn in place
+    assert "waiting for approval" in asked and "running" not in asked.split("approval-")[0]
+    (card,) = [item.card for item in view.items if item.card is not None]
+    assert card.state == "waiting"
+    # Approved: it runs now.
+    approved = view.apply(3, "approval", {"status": "approved", "call_id": "a-1"})
+    assert 'class="tool-card running"' in approved
+    assert card.state == "running"
+
+
+def test_only_the_card_of_the_call_asked_about_waits() -> None:
+    view = RunView(run_id=3)
+    for n, path in enumerate(["/a", "/b"], start=1):
+        view.apply(n, "step", {"type": "iteration", "status": "start", "iteration": 1,
+                               "tool_name": "erase", "tool_args": {"path": path}})  # fmt: skip
+    view.apply(3, "approval", {"status": "requested", "call_id": "a-2", "tool_name": "erase",
+                               "tool_args": {"path": "/b"}, "reason": ""})  # fmt: skip
+
+    states = {item.card.tool_args["path"]: item.card.state for item in view.items if item.card}
+    assert states == {"/a": "running", "/b": "waiting"}
 
 
 def test_the_share_page_shows_a_denied_call_as_denied() -> None:
