@@ -24,7 +24,8 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 BUNDLE = "/vendor/mermaid/mermaid.min.js"
 DIAGRAM = (
     "The check:\n\n```mermaid\nflowchart TD\n  A[Start] --> B{Tokens >= 1?}\n"
-    "  B -->|a < b & c| C[Spend one]\n  B -->|no| D[Wait]\n```\n\nThat is all."
+    "  B -->|a < b & c| C[Spend one]\n  B -->|no| D[Wait]\n"
+    "  C --> E[List<String>]\n  D -->|x<y| E\n```\n\nThat is all."
 )
 
 
@@ -64,6 +65,8 @@ def test_a_diagram_label_is_drawn_exactly_as_written(chat_page: Page, llm: Scrip
     drawn = labels(chat_page, drawn_svg(chat_page, run_id))
     assert "Tokens >= 1?" in drawn, drawn
     assert "a < b & c" in drawn and "Start" in drawn, drawn
+    # What looks like a tag is text too (mermaid's sanitiser dropped "<String>").
+    assert "List<String>" in drawn and "x<y" in drawn, drawn
     # The fence's text stays the source, for Copy (hidden under the image).
     code = chat_page.locator(f"#answer-{run_id} pre code.language-mermaid")
     assert "B{Tokens >= 1?}" in code.evaluate("(el) => el.textContent")
@@ -121,7 +124,7 @@ def test_diagrams_are_drawn_dark_in_dark_mode(
     assert scheme_of(chat_page, light_run) == dark
     assert "Tokens >= 1?" in labels(chat_page, drawn_svg(chat_page, light_run))
     chat_page.locator(f"#answer-{light_run} .mermaid-diagram").scroll_into_view_if_needed()
-    screenshot(chat_page)
+    screenshot(chat_page, docs="dark-diagram")
 
 
 def test_settings_dark_theme_draws_diagrams_dark_on_a_light_system(
@@ -134,6 +137,90 @@ def test_settings_dark_theme_draws_diagrams_dark_on_a_light_system(
     figure = chat_page.locator(f"#answer-{run_id} .mermaid-diagram")
     expect(figure).to_have_attribute("data-theme", "dark")
     assert scheme_of(chat_page, run_id)["node"] < 0.05
+
+
+KINDS = (
+    "Every kind:\n\n```mermaid\nflowchart LR\n  subgraph Shop\n    A[Order] -->|paid| B(Ship)\n"
+    "  end\n  B -.->|late?| C{Refund}\n```\n\n"
+    "```mermaid\nsequenceDiagram\n  participant U as User\n  U->>Agent: Ask\n"
+    "  Note right of Agent: thinks\n  loop Each tool\n    Agent-->>U: Result\n  end\n```\n\n"
+    "```mermaid\nclassDiagram\n  class Shape {\n    <<interface>>\n    +area() float\n  }\n"
+    "  Shape <|-- Circle : is a\n```\n\n"
+    "```mermaid\nstateDiagram-v2\n  [*] --> Waiting\n  Waiting --> Done: approved\n"
+    "  Done --> [*]\n```"
+)
+
+# Each text of an SVG shown alone on the answer's background: its colour and the colour
+# under its middle (the first painted box or shape below it, blended), as contrast ratios.
+TEXT_CONTRASTS = """(page) => {
+  const rgba = (c) => {
+    const m = (c || "").match(/[\\d.]+/g);
+    if (!m || c === "none") return null;
+    const [r, g, b, a = 1] = m.map(Number);
+    return { r, g, b, a };
+  };
+  const linear = (v) => (v /= 255) <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+  const lum = (c) => 0.2126 * linear(c.r) + 0.7152 * linear(c.g) + 0.0722 * linear(c.b);
+  const over = (top, under) => ({
+    r: top.r * top.a + under.r * (1 - top.a), g: top.g * top.a + under.g * (1 - top.a),
+    b: top.b * top.a + under.b * (1 - top.a), a: 1 });
+  const paint = (el) => {
+    const style = getComputedStyle(el);
+    if (!(el instanceof SVGElement)) return rgba(style.backgroundColor);
+    if (["svg", "g", "text", "tspan", "foreignObject"].includes(el.tagName)) return null;
+    const fill = rgba(style.fill);
+    if (fill) fill.a *= Number(style.fillOpacity) * Number(style.opacity);
+    return fill;
+  };
+  const texts = [...document.querySelectorAll("svg text, svg tspan, foreignObject *")]
+    .filter((el) => [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim()));
+  const found = [];
+  for (const el of texts) {
+    const box = el.getBoundingClientRect();
+    if (!box.width || !box.height) continue;
+    const style = getComputedStyle(el);
+    let colour = rgba(el instanceof SVGElement ? style.fill : style.color);
+    if (!colour) continue;
+    const layers = [];
+    for (const under of document.elementsFromPoint(box.x + box.width / 2, box.y + box.height / 2)) {
+      if (under === el) continue;
+      const layer = paint(under);
+      if (layer && layer.a > 0) layers.push(layer);
+      if (layer && layer.a >= 1) break;
+    }
+    let back = rgba(page);
+    for (const layer of layers.reverse()) back = over(layer, back);
+    colour = over(colour, back);
+    const [hi, lo] = [lum(colour), lum(back)].sort((x, y) => y - x);
+    found.push({ text: el.textContent.trim(), ratio: (hi + 0.05) / (lo + 0.05) });
+  }
+  return found;
+}"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_every_text_of_a_diagram_is_readable(
+    chat_page: Page, llm: ScriptedLLM, scheme: str
+) -> None:
+    chat_page.emulate_media(color_scheme=scheme)
+    run_id = ask_for(chat_page, llm, KINDS)
+    figures = chat_page.locator(f"#answer-{run_id} .mermaid-diagram")
+    expect(figures).to_have_count(4)
+    background = figures.first.evaluate("(el) => getComputedStyle(el).backgroundColor")
+    alone = chat_page.context.new_page()
+    try:
+        for n in range(4):
+            expect(figures.nth(n)).to_have_attribute("data-theme", scheme)
+            img = figures.nth(n).locator("img")
+            expect(img).to_be_visible()
+            svg = urllib.parse.unquote((img.get_attribute("src") or "").split(",", 1)[1])
+            alone.set_content(f'<body style="margin:0;background:{background}">{svg}</body>')
+            texts = alone.evaluate(TEXT_CONTRASTS, background)
+            assert len(texts) >= 3, texts
+            faint = [(t["text"], round(t["ratio"], 2)) for t in texts if t["ratio"] < 4.5]
+            assert not faint, f"diagram {n + 1} in {scheme}: {faint}"
+    finally:
+        alone.close()
 
 
 def test_the_mermaid_bundle_downloads_once_for_every_view_of_a_chat(
