@@ -18,6 +18,9 @@ pytestmark = pytest.mark.e2e
 PHONE = {"viewport": {"width": 390, "height": 844}, "has_touch": True, "is_mobile": True}
 DESKTOP = {"viewport": {"width": 1280, "height": 900}}
 HEADER_MAX = 64
+# From the top of the screen to the end of the model notice, at the top of a chat: the
+# header, the chat's title, its controls in one row, the notice's short form (was 566 px).
+CHAT_TOP_MAX = 220
 LONG_WORD = "Supercalifragilisticexpialidocious"
 WIDE_TABLE = (
     "| "
@@ -56,6 +59,12 @@ SCROLL_BOX = """(table) => {
   const scrolls = (el) => ["auto", "scroll"].includes(getComputedStyle(el).overflowX);
   while (box && !scrolls(box)) box = box.parentElement;
   return box ? [box.scrollWidth, box.clientWidth, box.tagName, !!box.closest(".answer")] : null;
+}"""
+
+# Whether an element is what one sees at its middle (not clipped or covered).
+ON_TOP = """(el) => {
+  const r = el.getBoundingClientRect();
+  return el.contains(document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2));
 }"""
 
 # How many lines a table cell's text takes: a word broken across lines takes two.
@@ -105,6 +114,36 @@ def test_the_header_stays_small_and_tables_scroll_sideways(
     expect(notice).to_be_visible()
     header = page.locator("header.topbar").bounding_box()
     assert header is not None and header["height"] <= HEADER_MAX, header  # one line
+    # The notice is one short sentence until asked for its details: the chat keeps the
+    # screen even at the top (it took 230 px, over a quarter of it).
+    page.evaluate("() => window.scrollTo(0, 0)")
+    page.wait_for_function("() => window.scrollY === 0")
+    expect(notice).to_be_in_viewport()
+    band = page.evaluate(TOP_BAND)
+    assert band <= CHAT_TOP_MAX, f"the header and the notice take {band}px at the top"
+    controls = page.locator(".chat-actions").bounding_box()
+    assert controls is not None and controls["height"] <= HEADER_MAX, controls  # one row
+    expect(notice).to_contain_text("offline demo model")
+    details = notice.get_by_role("button", name="Details")
+    whole = notice.locator(".notice-long")
+    expect(whole).to_be_hidden()
+    screenshot(page, docs="phone")
+    details.tap()
+    expect(notice.get_by_role("button", name="Hide details")).to_have_attribute(
+        "aria-expanded", "true"
+    )
+    expect(whole).to_be_visible()
+    expect(whole).to_contain_text("tiny offline demo model")
+
+    # The row's last control is reached by scrolling it; its menu opens whole, on screen.
+    menu = page.locator(".chat-menu").filter(has_text="Export and share")
+    menu.locator("summary").tap()
+    body = menu.locator(".chat-menu-body")
+    expect(body).to_be_visible()
+    box = body.bounding_box()
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390, box
+    assert body.evaluate(ON_TOP), "the menu is hidden by the row that holds it"
+    menu.locator("summary").tap()
 
     page.evaluate("() => window.scrollTo(0, document.documentElement.scrollHeight)")
     page.wait_for_function("() => window.scrollY > 0")
