@@ -13,7 +13,7 @@ PIP := $(PY) -m pip
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-fast lint install local-model system-deps sandbox-deps migrate static clean vendor messages
+.PHONY: run test test-fast lint install local-model system-deps sandbox-deps migrate static clean vendor messages screenshots
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -94,6 +94,15 @@ $(VENV)/.ldap-installed: pyproject.toml | $(VENV)/.installed
 
 test: system-deps install $(VENV)/.ldap-installed local-model lint
 	$(VENV)/bin/pytest
+
+## The README's pictures (docs/screenshots/), from the browser tests that show each feature.
+screenshots: system-deps install $(VENV)/.ldap-installed
+	AGENTSITE_SCREENSHOTS_TO_DOCS=1 $(VENV)/bin/pytest -q tests/e2e/test_chat_flows.py::test_footer_shows_iterations_tokens_and_time \
+	  tests/e2e/test_composer_stop.py::test_send_becomes_stop_says_what_the_agent_does_and_stop_brings_send_back \
+	  tests/e2e/test_cards.py::test_the_approval_card_shows_the_concrete_request_and_a_denied_call_shows_as_denied \
+	  tests/e2e/test_diagrams.py::test_diagrams_are_drawn_dark_in_dark_mode \
+	  tests/e2e/test_phone_layout.py::test_the_header_stays_small_and_tables_scroll_sideways \
+	  tests/e2e/test_add_connection.py
 
 ## Only bubblewrap: the sandbox tests in the inner loop run it for real.
 sandbox-deps:

@@ -17,7 +17,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -359,16 +358,24 @@ def chat_page(
         page.close()
 
 
+# `make screenshots` sets this: the tests that show a feature best also save what the
+# screen shows as docs/screenshots/<name>.png, the README's pictures. A plain test run
+# leaves the committed pictures alone.
+DOCS_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+TO_DOCS = "AGENTSITE_SCREENSHOTS_TO_DOCS"
+
+
 @pytest.fixture
 def screenshot(request: pytest.FixtureRequest, artifacts: Path) -> Callable[..., Path]:
-    """``screenshot(page)`` saves test-artifacts/e2e/<test>.png (optionally copied)."""
+    """``screenshot(page)`` saves test-artifacts/e2e/<test>.png, the whole page;
+    ``screenshot(page, docs="name")`` also the screen for the docs (see TO_DOCS)."""
 
-    def take(page: Page, copy_to: Path | None = None) -> Path:
+    def take(page: Page, docs: str | None = None) -> Path:
         path = artifacts / f"{_test_name(request)}.png"
         page.screenshot(path=str(path), full_page=True)
-        if copy_to is not None:
-            copy_to.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, copy_to)
+        if docs is not None and os.environ.get(TO_DOCS):
+            DOCS_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(DOCS_SCREENSHOTS / f"{docs}.png"))
         return path
 
     return take

@@ -85,7 +85,7 @@ def test_an_admin_adds_a_connection_and_its_model_is_in_the_chat(
         expect(row).to_contain_text("7/7 checks passed")
         expect(row).to_contain_text("tool calls, forced tool choice, JSON mode, streaming, vision")
         assert KEY not in page.content()
-        screenshot(page)
+        screenshot(page, docs="add-connection")
     finally:
         context.close()
 

@@ -120,7 +120,14 @@ def test_the_approval_card_shows_the_concrete_request_and_a_denied_call_shows_as
     expect(deny).to_have_class(re.compile(r"\bdanger\b"))
     look = "el => [getComputedStyle(el).backgroundColor, getComputedStyle(el).color].join()"
     assert approve.evaluate(look) != deny.evaluate(look)  # they do not look the same
-    screenshot(chat_page)
+    # The call's own card waits with it: it is not running yet.
+    waiting = steps.locator(".tool-card").first
+    expect(waiting.locator(".status")).to_have_text("waiting for approval")
+    expect(waiting).to_have_class(re.compile(r"\bwaiting\b"))
+    chat_page.reload()  # and says so after a reload
+    expect(waiting.locator(".status")).to_have_text("waiting for approval")
+    card.scroll_into_view_if_needed()
+    screenshot(chat_page, docs="approval")
 
     deny.click()
 

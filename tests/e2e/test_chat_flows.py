@@ -17,12 +17,11 @@ from typing import Any
 import pytest
 from playwright.sync_api import BrowserContext, Page, expect
 
-from tests.e2e.conftest import ROOT, TIMEOUT_MS, ScriptedLLM, log_in
+from tests.e2e.conftest import TIMEOUT_MS, ScriptedLLM, log_in
 
 pytestmark = pytest.mark.e2e
 
 Screenshot = Callable[..., Path]
-DOCS_SCREENSHOT = ROOT / "docs" / "screenshot-chat.png"
 
 # Every DOM change under #messages appends a snapshot of each run block (when it differs).
 RECORDER = """() => {
@@ -326,7 +325,7 @@ def test_footer_shows_iterations_tokens_and_time(
     expect(footer.locator(".tokens")).to_have_text("300 tokens")
     chat_page.locator(f"#card-{run_id}-1 summary").click()
     expect(chat_page.locator(f"#card-{run_id}-1 .tool-observation")).to_be_visible()
-    screenshot(chat_page, copy_to=DOCS_SCREENSHOT)
+    screenshot(chat_page, docs="chat")
 
 
 def test_follow_up_is_injected_and_answered(

@@ -166,7 +166,8 @@ def test_send_becomes_stop_says_what_the_agent_does_and_stop_brings_send_back(
     assert waiting_box["y"] >= answer_box["y"] + answer_box["height"], (answer_box, waiting_box)
     expect(send_button).to_be_hidden()  # the box is empty again
     assert_composer_on_screen(page)
-    screenshot(page)
+    desktop = page.viewport_size["width"] > 767
+    screenshot(page, docs="stop-and-follow-up" if desktop else None)
     window_shot(page)
 
     stop.click()
