@@ -382,6 +382,13 @@ AGENTSITE_SHARE_ARTIFACTS_MAX_BYTES = env.int(
 # Users' own files (files/): the largest upload, and all of one user's files together.
 # nginx lets bodies of POST /api/files through up to 21m (deploy/nginx.conf): raise both.
 AGENTSITE_FILE_MAX_BYTES = env.int("AGENTSITE_FILE_MAX_BYTES", default=20 * 1024 * 1024)
+# The largest request body agentsite-server reads at all: a longer declared body gets a
+# 413 before a byte of it is read (agentsite/body_limit.py). The app's own limits plus
+# their framing, so that the app's 413 explains a body only a little too large.
+AGENTSITE_SERVER_MAX_BODY_BYTES = env.int(
+    "AGENTSITE_SERVER_MAX_BODY_BYTES",
+    default=max(DATA_UPLOAD_MAX_MEMORY_SIZE, AGENTSITE_FILE_MAX_BYTES + 1024 * 1024) + 64 * 1024,
+)
 AGENTSITE_FILE_QUOTA_BYTES = env.int("AGENTSITE_FILE_QUOTA_BYTES", default=500 * 1024 * 1024)
 # Knowledge bases (knowledge/): chunk size and overlap in characters; PostgreSQL's text
 # search configuration ("english": stems and drops stop words, recall@5 0.95 on the test
