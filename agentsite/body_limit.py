@@ -6,7 +6,8 @@ spools it to a temporary file meanwhile), so the app's own 413 for ``Content-Len
 through :class:`BodyLimitEndpoint`: a Twisted policy wrapper (``twisted.protocols.policies``)
 reads each request's head with h11 as the bytes go by and, when the declared length is
 past the limit, answers 413 itself and closes the connection, before a byte of that
-request reaches daphne. Everything else passes through untouched: websockets after their
+request reaches daphne (a chunked body, which declares no length, is cut off when it
+passes the limit). Everything else passes through untouched: websockets after their
 upgrade, and a request h11 cannot read (twisted answers those with its own 400).
 
 Behind nginx (docs/deployment.md) nginx refuses first; this is the same rule for a server
@@ -34,6 +35,7 @@ class BodyLimitProtocol(ProtocolWrapper):
         super().__init__(factory, wrappedProtocol)
         self.limit = factory.limit
         self.parser: h11.Connection | None = h11.Connection(h11.SERVER)
+        self.body_bytes = 0  # of the current request: a chunked body declares no length
 
     def dataReceived(self, data: bytes) -> None:  # noqa: N802 (twisted's name)
         if self.parser is not None and self.declares_too_much(data):
@@ -65,8 +67,14 @@ class BodyLimitProtocol(ProtocolWrapper):
                 if closed:
                     parser.receive_data(b"")
                 continue
-            if isinstance(event, h11.Request) and self.declared_length(event) > self.limit:
-                return True
+            if isinstance(event, h11.Request):
+                self.body_bytes = 0
+                if self.declared_length(event) > self.limit:
+                    return True
+            elif isinstance(event, h11.Data):
+                self.body_bytes += len(event.data)
+                if self.body_bytes > self.limit:
+                    return True
 
     @staticmethod
     def declared_length(request: h11.Request) -> int:

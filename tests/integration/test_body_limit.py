@@ -134,6 +134,31 @@ def test_a_kept_alive_connection_is_checked_at_every_request(stack: Stack) -> No
         assert head.startswith(b"HTTP/1.1 413 "), head
 
 
+def test_a_chunked_body_is_cut_off_when_it_passes_the_limit(stack: Stack) -> None:
+    """A chunked body declares no length: it is refused once it has passed the limit,
+    long before it ends (it would go on for a gigabyte)."""
+    chunk = b"x" * 65536
+    framed = f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n"
+    sent = 0
+    with connect(stack) as sock:
+        sock.sendall(
+            f"POST /api/conversations HTTP/1.1\r\nHost: {LOOPBACK}\r\n"
+            "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
+        )
+        try:
+            while sent < 50 * LIMIT:
+                sock.sendall(framed)
+                sent += len(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server closed the connection
+        try:
+            head, _ = read_answer(sock)
+        except ConnectionResetError:
+            head = b""  # the 413 was sent, but the reset of the unread upload beat it here
+    assert LIMIT < sent < 20 * LIMIT, f"{sent:,} bytes sent before the server stopped it"
+    assert head == b"" or head.startswith(b"HTTP/1.1 413 "), head
+
+
 def test_pipelined_and_chunked_requests_go_through(stack: Stack) -> None:
     chunked = (
         f"POST /api/conversations HTTP/1.1\r\nHost: {LOOPBACK}\r\n"
