@@ -36,15 +36,19 @@ class BodyLimitProtocol(ProtocolWrapper):
         self.limit = factory.limit
         self.parser: h11.Connection | None = h11.Connection(h11.SERVER)
         self.body_bytes = 0  # of the current request: a chunked body declares no length
+        self.refused = False  # then what still arrives before the close is dropped
 
     def dataReceived(self, data: bytes) -> None:  # noqa: N802 (twisted's name)
-        if self.parser is not None and self.declares_too_much(data):
+        if self.refused:
+            return
+        if self.parser is not None and self.too_much(data):
             self.refuse()
             return
         super().dataReceived(data)
 
-    def declares_too_much(self, data: bytes) -> bool:
-        """Whether a request in ``data`` declares a body past the limit."""
+    def too_much(self, data: bytes) -> bool:
+        """Whether a request in ``data`` declares a body past the limit, or its chunked
+        body has passed it."""
         parser = self.parser
         parser.receive_data(data)
         while True:
@@ -92,6 +96,7 @@ class BodyLimitProtocol(ProtocolWrapper):
             "Connection: close\r\n\r\n"
         ).encode()
         self.parser = None
+        self.refused = True
         self.transport.write(head + body)
         self.transport.loseConnection()
 
