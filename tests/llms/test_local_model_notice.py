@@ -23,7 +23,7 @@ def test_local_model_notice(staff: bool):
         {"model": model_of("local"), "user": SimpleNamespace(is_staff=staff)},
     )
     assert "tiny offline demo model" in html and "SmolLM2 135M" in html
-    link = reverse("admin:llms_provider_add")
+    link = reverse("admin:llms_provider_connect")  # one screen: URL, key, models
     assert (f'href="{link}"' in html) is staff
     assert (f'href="{reverse("admin:llms_llmmodel_discover")}"' in html) is staff
     if not staff:
