@@ -203,14 +203,14 @@ async def event_stream(
     clients = runtime.part_or_none(OpenClients)
     open_key = clients.add(_ending(restart)) if clients is not None else None
     try:
-        replay = await db(selectors.events_after)(conversation_id, after)
-        if not all_branches and replay:
-            branch = await db(_selected_branch_runs)(conversation_id)
-            replay = [entry for entry in replay if entry[1] in branch]
+        replay = await logged_after(conversation_id, after, all_branches=all_branches)
         for seq, run_id, event, payload in replay:
             yield sse_frame(seq, event, payload, await labels.label(run_id))
             last = seq
-        if not follow and not await db(_more_expected)(conversation_id, replay):
+        left = None if follow else await events_left(conversation_id, replay, last, all_branches)
+        if left is not None:
+            for seq, run_id, event, payload in left:
+                yield sse_frame(seq, event, payload, await labels.label(run_id))
             return
         # The first wait is short: what was sent before the join is written by then.
         interval = min(REREAD_AFTER, heartbeat_interval())
@@ -260,6 +260,28 @@ async def event_stream(
         if clients is not None:
             clients.discard(open_key)
         await subscription.leave(receiving)
+
+
+async def events_left(
+    conversation_id: int, replay: list[Entry], last: int, all_branches: bool
+) -> list[Entry] | None:
+    """For a stream without ``follow``, after its replay: None while more events are
+    expected (a run is active, or the replay ended mid-run); else the last events to send
+    before it ends. No run is active then, so every event is in the log: a run that ended
+    between the replay's read and this check wrote its events after that read."""
+    if await db(_more_expected)(conversation_id, replay):
+        return None
+    return await logged_after(conversation_id, last, all_branches=all_branches)
+
+
+async def logged_after(conversation_id: int, after: int, *, all_branches: bool) -> list[Entry]:
+    """The log's events after ``after``: of the branch the user is on, unless
+    ``all_branches``."""
+    entries = await db(selectors.events_after)(conversation_id, after)
+    if not all_branches and entries:
+        branch = await db(_selected_branch_runs)(conversation_id)
+        entries = [entry for entry in entries if entry[1] in branch]
+    return entries
 
 
 def _ending(restart: asyncio.Event) -> Any:

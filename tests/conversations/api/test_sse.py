@@ -322,6 +322,38 @@ async def test_replayed_then_live_events_arrive_once_each(sse, token, user):
     assert events[-1].event == "done"
 
 
+async def test_a_run_that_ends_right_after_the_replay_is_still_sent_whole(user):
+    """A stream without follow reads the log (nothing yet: the run writes its events as it
+    ends), then asks whether a run is still active: the run has ended meanwhile. Its
+    events, written after the replay's read, are sent before the stream ends."""
+    from conversations.live.sse import events_left
+    from conversations.runs.publisher import RunPublisher
+    from engine.events import AnswerStart, Done
+
+    conversation = await sync_to_async(conversation_create)(owner=user)
+    message = await Message.objects.acreate(
+        conversation=conversation, seq=1, role="user", content="q"
+    )
+    run = await Run.objects.acreate(
+        conversation=conversation, trigger_message=message, status=Run.Status.RUNNING
+    )
+    replay: list = []  # what the stream read: the run had written nothing yet
+    publisher = RunPublisher(run_id=run.pk, conversation_id=conversation.pk, start_seq=0)
+    await publisher.on_event(AnswerStart())
+    await publisher.on_event(Done("Hello", 1, {}, 0.1))
+    await publisher.close()
+    run.status = Run.Status.SUCCEEDED
+    await run.asave(update_fields=["status"])
+
+    left = await events_left(conversation.pk, replay, 0, False)
+    assert left is not None, "the stream would wait on, though no run is active"
+    assert [event for _seq, _run, event, _payload in left][-1] == "done"
+    # While a run is active, the stream waits for its live events instead.
+    run.status = Run.Status.RUNNING
+    await run.asave(update_fields=["status"])
+    assert await events_left(conversation.pk, replay, 0, False) is None
+
+
 async def test_stream_refusals(sse, token, other_token, user):
     conversation = await sync_to_async(conversation_create)(owner=user)
     path = f"/api/conversations/{conversation.pk}/events"
