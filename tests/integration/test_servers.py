@@ -1,6 +1,6 @@
-"""``agentsite-server`` is daphne as shipped, on the event loop the server's setting
-chooses: plain daphne serves the same app the same way (embedded mode: daphne alone, on
-SQLite)."""
+"""``agentsite-server`` is daphne as shipped (plus the body limit of
+agentsite/body_limit.py), on the event loop the server's setting chooses: plain daphne
+serves the same app the same way (embedded mode: daphne alone, on SQLite)."""
 
 from __future__ import annotations
 
