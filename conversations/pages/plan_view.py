@@ -195,7 +195,30 @@ class PlanTracker:
                 card.error = payload.get("error")
                 card.elapsed = payload.get("iter_elapsed")
                 card.done = True
+                card.waiting = False
         return partial("plan-step", {"step": step, "oob": True}) if render else ""
+
+    def open_cards(self) -> list[ToolCard]:
+        """The tool cards of calls the steps have started and not yet finished."""
+        return [
+            card
+            for plan_round in self.rounds.values()
+            for step in plan_round.steps
+            for cards in step.open_cards.values()
+            for card in cards
+        ]
+
+    def step_of(self, card: ToolCard) -> PlanStepView | None:
+        """The step a tool card belongs to (None for a card of the run's own loop)."""
+        return next(
+            (
+                step
+                for plan_round in self.rounds.values()
+                for step in plan_round.steps
+                if any(mine is card for mine in step.cards)
+            ),
+            None,
+        )
 
     def close(self) -> list[PlanStepView]:
         """The run ended: steps still waiting or running never will; those steps."""

@@ -328,12 +328,19 @@ class RunView:
     def _card_asked_about(self, tool_name: str, tool_args: dict[str, Any]) -> ToolCard | None:
         """The open card of the call an approval asks about: the same tool and arguments,
         else the latest open card of that tool."""
-        cards = [c for c in self.open_cards() if c.tool_name == tool_name and not c.waiting]
+        open_cards = [*self.open_cards(), *self.plan.open_cards()]
+        cards = [c for c in open_cards if c.tool_name == tool_name and not c.waiting]
         same = [c for c in cards if c.tool_args == tool_args]
         return (same or cards or [None])[-1]
 
     def _card_frame(self, card: ToolCard, render: bool) -> str:
-        return partial("tool-card", {"card": card, "oob": True}) if render else ""
+        """The frame redrawing ``card``: itself, or in plan mode the step holding it."""
+        if not render:
+            return ""
+        step = self.plan.step_of(card)
+        if step is not None:
+            return partial("plan-step", {"step": step, "oob": True})
+        return partial("tool-card", {"card": card, "oob": True})
 
     def approval_item(self, call_id: str) -> StepItem | None:
         return next(

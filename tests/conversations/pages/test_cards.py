@@ -222,6 +222,24 @@ def test_only_the_card_of_the_call_asked_about_waits() -> None:
     assert states == {"/a": "running", "/b": "waiting"}
 
 
+def test_in_plan_mode_the_steps_call_waits_for_approval_too() -> None:
+    view = RunView(run_id=3)
+    plan = {"steps": [{"id": "order", "task": "Order tea", "dependencies": []}]}
+    view.apply(1, "phase", {"phase": "executing", "round": 1, "plan": plan})
+    step = {"step_id": "order", "round": 1}
+    view.apply(2, "step_progress", step | {"event": "started"})
+    call = {"tool_name": "erase", "tool_args": {"path": "/a"}}
+    view.apply(3, "step_progress", step | call | {"event": "tool", "status": "start"})
+    asked = view.apply(
+        4, "approval", call | {"status": "requested", "call_id": "a-1", "reason": ""}
+    )
+
+    assert 'class="tool-card waiting"' in asked  # the step, redrawn with its card
+    assert "waiting for approval" in asked
+    approved = view.apply(5, "approval", {"status": "approved", "call_id": "a-1"})
+    assert 'class="tool-card running"' in approved
+
+
 def test_the_share_page_shows_a_denied_call_as_denied() -> None:
     denied = _card_page({"tool_name": "erase", "error": refusal(DENIED), "artifacts": []}, [])
     failed = _card_page({"tool_name": "erase", "error": "boom", "artifacts": []}, [])
