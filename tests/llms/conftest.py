@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from core.crypto import reset_cache
+from llms.models import LLMModel
 from llms.probe import PROMPTS, SQUARES_PNG
+from llms.services import model_upsert, provider_upsert
 from testing.scripted_server import ScriptedServer
 
 SECRET_KEY_VALUE = "sk-test-secret-0123456789abcdefWXYZ"
@@ -65,3 +67,18 @@ def scripted_server() -> Iterator[ScriptedServer]:
 def full_server(scripted_server: ScriptedServer) -> ScriptedServer:
     scripted_server.set_rules(probe_rules())
     return scripted_server
+
+
+@pytest.fixture
+def admin_client(client, staff_user):
+    """The admin as the llms pages are used: a staff user, not pytest-django's superuser."""
+    client.force_login(staff_user)
+    return client
+
+
+@pytest.fixture
+def old_default() -> LLMModel:
+    """A default model of another provider, which a new default replaces."""
+    provider, _ = provider_upsert(name="cloud", base_url="https://llm.test/v1")
+    model, _ = model_upsert(provider=provider, model_id="big", is_default=True)
+    return model

@@ -40,12 +40,6 @@ def form_data(response) -> dict[str, Any]:
 
 
 @pytest.fixture
-def admin_client(client, staff_user):
-    client.force_login(staff_user)
-    return client
-
-
-@pytest.fixture
 def rows(user):
     provider, _ = provider_upsert(
         name="prov", base_url="http://llm.test/v1", api_key=SECRET_KEY_VALUE

@@ -17,7 +17,7 @@ from django.urls import reverse
 from core.errors import ApplicationError
 from llms.connection_setup import connection_add, endpoint_models_fetch
 from llms.models import LLMModel, Provider
-from llms.services import model_upsert, provider_upsert
+from llms.services import provider_upsert
 from testing.scripted_server import ScriptedServer
 from tests.llms.conftest import probe_rules
 from tests.llms.test_discovery import CannedServer, free_port
@@ -35,19 +35,6 @@ def keyed_server() -> ScriptedServer:
         server.listed_models = ["zeta-chat", "alpha-chat", "text-embedding-3-small"]
         server.set_rules(probe_rules())
         yield server
-
-
-@pytest.fixture
-def old_default() -> LLMModel:
-    provider, _ = provider_upsert(name="cloud", base_url="https://llm.test/v1")
-    model, _ = model_upsert(provider=provider, model_id="big", is_default=True)
-    return model
-
-
-@pytest.fixture
-def admin_client(client, staff_user):
-    client.force_login(staff_user)
-    return client
 
 
 def run(*args: str) -> str:

@@ -33,7 +33,7 @@ from llms.discovery import (
 )
 from llms.local_server import ServerInfo, get_server, reset_server
 from llms.models import LLMModel, Provider
-from llms.services import model_upsert, provider_upsert
+from llms.services import provider_upsert
 from testing.scripted_server import ScriptedServer
 from tests.llms.conftest import probe_rules
 
@@ -106,19 +106,6 @@ def site_local_model_dir(settings, tmp_path: Path) -> Iterator[Path]:
     reset_server()
     yield settings.LOCAL_MODEL_DIR
     reset_server()
-
-
-@pytest.fixture
-def old_default() -> LLMModel:
-    provider, _ = provider_upsert(name="cloud", base_url="https://llm.test/v1")
-    model, _ = model_upsert(provider=provider, model_id="big", is_default=True)
-    return model
-
-
-@pytest.fixture
-def admin_client(client, staff_user):
-    client.force_login(staff_user)
-    return client
 
 
 # ------------------------------------------------------------------------------ finding

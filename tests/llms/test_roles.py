@@ -40,12 +40,6 @@ def restrict(model: LLMModel, *groups: Group) -> LLMModel:
     return model
 
 
-@pytest.fixture
-def admin_client(client, staff_user):
-    client.force_login(staff_user)
-    return client
-
-
 # --------------------------------------------------------------------------- the selector
 
 
