@@ -318,6 +318,24 @@ def log_in(page: Page, username: str, password: str | None = None) -> None:
     expect(page.locator(".who")).to_have_text(username)
 
 
+@contextlib.contextmanager
+def signed_in_page(
+    new_context: Callable[..., BrowserContext],
+    username: str,
+    password: str | None = None,
+    **options: Any,
+) -> Iterator[Page]:
+    """A tab of a browser of its own (``options``: viewport, touch…), signed in as
+    ``username``; the browser is closed afterwards."""
+    context = new_context(**options)
+    try:
+        page = context.new_page()
+        log_in(page, username, password)
+        yield page
+    finally:
+        context.close()
+
+
 @pytest.fixture(scope="package")
 def alice_context(new_context: Callable[[], BrowserContext]) -> BrowserContext:
     """A browser context logged in as alice, shared by the chat tests (a tab per test)."""

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import BrowserContext, Page, expect
 
-from tests.e2e.conftest import ScriptedLLM, _manage, log_in
+from tests.e2e.conftest import ScriptedLLM, _manage, signed_in_page
 from tests.e2e.test_chat_flows import latest_run, new_conversation, send
 
 pytestmark = pytest.mark.e2e
@@ -81,13 +81,8 @@ def staff_page(
 ) -> Iterator[Page]:
     name, password = STAFF
     _manage(server_env, "shell", "-c", STAFF_SCRIPT.format(name=name, password=password))
-    context = new_context()
-    page = context.new_page()
-    log_in(page, name, password)
-    try:
+    with signed_in_page(new_context, name, password) as page:
         yield page
-    finally:
-        context.close()
 
 
 def test_the_approval_card_shows_the_concrete_request_and_a_denied_call_shows_as_denied(

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import BrowserContext, Locator, Page, expect
 
-from tests.e2e.conftest import ScriptedLLM, log_in
+from tests.e2e.conftest import ScriptedLLM, signed_in_page
 from tests.e2e.test_chat_flows import (
     Screenshot,
     calculator_call,
@@ -61,13 +61,8 @@ def sized_page(
     request: pytest.FixtureRequest, new_context: Callable[..., BrowserContext]
 ) -> Iterator[Page]:
     """A tab of alice's, at desktop or phone size."""
-    context = new_context(**SIZES[request.param])
-    try:
-        page = context.new_page()
-        log_in(page, "alice")
+    with signed_in_page(new_context, "alice", **SIZES[request.param]) as page:
         yield page
-    finally:
-        context.close()
 
 
 @pytest.fixture

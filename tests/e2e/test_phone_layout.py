@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from playwright.sync_api import BrowserContext, Page, expect
 
-from tests.e2e.conftest import ScriptedLLM, log_in
+from tests.e2e.conftest import ScriptedLLM, log_in, signed_in_page
 from tests.e2e.test_chat_flows import Screenshot, latest_run, new_conversation, wait_finished
 from tests.e2e.test_local_model_chat import local_model  # noqa: F401 (a fixture)
 
@@ -78,13 +78,8 @@ LINES = """(cell) => {
 @pytest.fixture
 def phone(new_context: Callable[..., BrowserContext]) -> Iterator[Page]:
     """alice on a phone: a touch screen 390 px wide."""
-    context = new_context(**PHONE)
-    try:
-        page = context.new_page()
-        log_in(page, "alice")
+    with signed_in_page(new_context, "alice", **PHONE) as page:
         yield page
-    finally:
-        context.close()
 
 
 def page_width(page: Page) -> int:
